@@ -1,7 +1,7 @@
 """Array backends: the rigid-body algorithms are written once against this small interface.
 
-The algorithms in `kinematics.py`, `inverse_dynamics.py`, `mass_matrix.py`,
-`forward_dynamics.py` and `centroidal.py` only use:
+The algorithms in `kinematics.py`, `newton_euler.py`, `composite_inertia.py`,
+`articulated_body.py` and `centroidal.py` only use:
 
 - `+`, `-`, `*` by a scalar, `.T`, integer and slice indexing of vectors `x[i]`, `x[a:b]`;
 - the functions of an `Ops` object below (matrix products, stacking, trig, small solves).
@@ -158,8 +158,8 @@ class CasadiOps:
 
     def inv(self, a):
         # Only used for the 6x6 articulated inertia of a free-flyer root in ABA; a
-        # symbolic Cholesky keeps the expression graph small and exact.
-        return ca.solve(a, ca.SX.eye(a.shape[0]), "symbolicqr")
+        # symbolic QR (CasADi's SX `solve`) keeps the expression graph small and exact.
+        return ca.solve(a, ca.SX.eye(a.shape[0]))
 
     def solve_spd(self, a, b):
-        return ca.solve(a, b, "symbolicqr")
+        return ca.solve(a, b)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import spatial
 from .kinematics import Kinematics
 from .model import Model
-from .rnea import body_inertias
+from .newton_euler import body_inertias
 
 
 def center_of_mass(ops, model: Model, kin: Kinematics):

@@ -3,7 +3,7 @@
 Every function is jit-able, vmap-able and differentiable (forward and reverse mode). The
 computation dtype is that of `q` (float64 by default; pass float32 arrays and
 `model.astype(jnp.float32)` for speed). The algorithms themselves live in `kinematics.py`,
-`rnea.py`, `crba.py`, `aba.py` and `centroidal.py`, written once for JAX and CasADi.
+`newton_euler.py` (RNEA), `composite_inertia.py` (CRBA), `articulated_body.py` (ABA) and `centroidal.py`, written once for JAX and CasADi.
 
 Shapes: `q (nq,)`, `v, a, tau (nv,)`. Frames are given by name or index (static).
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import aba as _aba
+from . import articulated_body as _aba
 from . import centroidal as _centroidal
-from . import crba as _crba
+from . import composite_inertia as _crba
 from . import kinematics as _kin
-from . import rnea as _rnea
+from . import newton_euler as _rnea
 from .backend import JaxOps
 from .model import Model
 

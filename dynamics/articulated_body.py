@@ -19,7 +19,7 @@ from .kinematics import (
     subspace_transpose_times,
 )
 from .model import FREE_FLYER, Model
-from .rnea import body_inertias, world_acceleration
+from .newton_euler import body_inertias, world_acceleration
 
 
 def aba(ops, model: Model, kin: Kinematics, v, tau, f_ext=None):

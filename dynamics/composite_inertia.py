@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import spatial
 from .kinematics import Kinematics, motion_subspace, subspace_transpose_times
 from .model import Model
-from .rnea import body_inertias
+from .newton_euler import body_inertias
 
 
 def crba(ops, model: Model, kin: Kinematics):
