@@ -1,0 +1,221 @@
+"""Contact impulses with exact Coulomb friction: the paper's fixed-sweep prox solver.
+
+Given, for `k` point contacts, the Delassus matrix `G = J M^-1 J^T (k, 3, k, 3)` and the free
+contact velocity `c (k, 3)` (contact velocity the step would reach without contact impulses),
+find impulses (percussions) `p (k, 3)` and post-impulse velocities `u = G p + c` such that each
+contact obeys Coulomb's law (Signorini + maximal dissipation):
+
+    p_n >= 0,  u_n >= 0,  p_n u_n = 0,      |p_t| <= mu p_n,
+    |p_t| < mu p_n  =>  u_t = 0,            u_t != 0  =>  p_t = -mu p_n u_t / |u_t|.
+
+Contact-frame components are ordered `[t1, t2, n]`, the normal LAST, as the columns of
+`terrain.contact_frame`. No robot knowledge here: only matrices.
+
+Equivalently (Moreau / Alart-Curnier) `p_i` is a fixed point of
+
+    p_i = proj_K(p_i - R_i u_i),   proj_K the disk projection below,
+
+for any positive diagonal `R_i = diag(r_t, r_t, r_n)`, isotropic in the tangent plane. This is
+what the sweeps iterate and what the residual measures.
+
+Step size. The paper's code uses `r = 1 / (1 + sum_j det G_ij)`: a pure number plus a sum of
+determinants in kg^-3 (off-diagonal ones of either sign), so the step depends on the units and
+on the robot's mass. We use per-contact steps that scale as `1 / G` and come with a descent
+guarantee (`gauss_seidel_steps`, `jacobi_steps`). Measured on the Delassus matrices of solo12,
+go2 and anymal_c standing on four feet (random approaching `c`, mu = 0.8), the relative error
+of `p` after 20 Gauss-Seidel sweeps was 2e-7, 1e-9, 1e-3 with these steps against 0.28, 5e-3,
+1.4e-3 with the paper's (and 1e-13, 0, 7e-5 against 0.27, 1.4e-3, 6e-4 after 50 sweeps).
+The initialisation `-G_ii^-1 c_i` is the paper's; a full `G_ii^-1` as the *step* would change
+the fixed point (it mixes `u_t` into the normal condition) and is not used.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def _safe_norm(v):
+    """`|v|` over the last axis with a zero (not NaN) gradient at `v = 0`."""
+    sq = jnp.sum(v * v, axis=-1)
+    positive = sq > 0.0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
+
+
+def project_disk_cone(p, mu):
+    """The paper's projection of a contact impulse `p = [p_t1, p_t2, p_n] (3,)` onto the cone.
+
+        p_n <= 0             ->  0
+        |p_t| > mu p_n       ->  [mu p_n p_t / |p_t|, p_n]     (tangent scaled into the disk)
+        otherwise            ->  p
+
+    This is not the Euclidean projection onto the cone: `p_n` is kept and only `p_t` is
+    clipped to the disk of radius `mu p_n`. Its fixed points still characterise Coulomb's law
+    (see the module docstring). Gradients are finite everywhere (also at `p_t = 0`, `mu = 0`).
+    """
+    pt, pn = p[..., :2], p[..., 2]
+    radius = mu * pn
+    norm_t = _safe_norm(pt)
+    outside = norm_t > radius
+    scale = jnp.where(outside, radius / jnp.where(outside, norm_t, 1.0), 1.0)
+    projected = jnp.concatenate([scale[..., None] * pt, pn[..., None]], axis=-1)
+    return jnp.where((pn > 0.0)[..., None], projected, jnp.zeros_like(p))
+
+
+def _lambda_max_sym2(a, b, d):
+    """Largest eigenvalue of the symmetric `[[a, b], [b, d]]`."""
+    return 0.5 * (a + d) + _safe_norm(jnp.stack([0.5 * (a - d), b], axis=-1))
+
+
+def _block_norms(blocks):
+    """Frobenius norms `|G_ij|_F (k, k)` of the blocks of `blocks (k, 3, k, 3)`."""
+    return jnp.sqrt(jnp.sum(blocks * blocks, axis=(1, 3)))
+
+
+def gauss_seidel_steps(diagonal_blocks):
+    """Per-contact, per-direction steps `R_i = diag(r_t, r_t, r_n) (k, 3)` for block Gauss-Seidel.
+
+        r_t = 1 / lambda_max(G_i,tt),   r_n = 1 / G_i,nn
+
+    From `[[A, B], [B^T, C]] <= 2 diag(A, C)` for a PSD matrix, `R_i^-1 >= G_ii / 2`: each block
+    update is then a descent step of the contact's subproblem in the frictionless (and, more
+    generally, associated) case, so the sweeps converge there, and a decoupled diagonal `G_ii`
+    is solved in one update. The step scales as `1 / G` (impulse per velocity): solutions are
+    invariant to a change of mass units, unlike the paper's `r = 1 / (1 + sum_j det G_ij)`,
+    which adds a pure number to a quantity in kg^-3 (and off-diagonal determinants of either
+    sign).
+    """
+    g = diagonal_blocks
+    r_t = 1.0 / _lambda_max_sym2(g[:, 0, 0], 0.5 * (g[:, 0, 1] + g[:, 1, 0]), g[:, 1, 1])
+    r_n = 1.0 / g[:, 2, 2]
+    return jnp.stack([r_t, r_t, r_n], axis=-1)
+
+
+def jacobi_steps(coupled_delassus):
+    """Per-contact steps `r_i = 1 / sum_j |G~_ij|_F (k, 3)` for the simultaneous (Jacobi) update.
+
+    Block Gershgorin: `diag_i(sum_j |G_ij|_2) I >= G`, so `R^-1 >= G`: the Jacobi update is a
+    descent step of the whole (associated) problem. This is the well-founded version of the
+    paper's `1 / (1 + sum_j det G_ij)`: a sum over the row of blocks, with a block size that has
+    the right units.
+    """
+    r = 1.0 / jnp.sum(_block_norms(coupled_delassus), axis=1)
+    return jnp.broadcast_to(r[:, None], r.shape + (3,))
+
+
+def coupled_delassus(delassus, active_weight):
+    """`G~ (k, 3, k, 3)`: `G~_ij = w_j G_ij` for `j != i`, `G~_ii = G_ii` (the paper's weighting).
+
+    The sigmoid weight `w_j` of contact j scales its influence on the others; a contact's own
+    block is unweighted (as in the authors' `prox_loop_soft`), so `p_i` solves contact i's own
+    problem and is scaled by `w_i` only at the end.
+    """
+    k = delassus.shape[0]
+    eye = jnp.eye(k, dtype=delassus.dtype)
+    weight = eye + (1.0 - eye) * active_weight[None, :]
+    return delassus * weight[:, None, :, None]
+
+
+def natural_residual(impulses, velocity, mu, steps):
+    """Fixed-point residual per contact `(k,)` in velocity units [m/s]:
+
+        e_i = | R_i^-1 (p_i - proj_K(p_i - R_i u_i)) |
+
+    Zero iff contact i satisfies Coulomb's law with `(p_i, u_i)`; for a contact that sticks or
+    separates it is the velocity error, for a sliding one it also measures how far `p_t` is
+    from `-mu p_n u_t / |u_t|`.
+    """
+    fixed = project_disk_cone(impulses - steps * velocity, mu)
+    return _safe_norm((impulses - fixed) / steps)
+
+
+def _inverse3(m):
+    """Inverse of a batch of 3x3 matrices `(..., 3, 3)` by the adjugate (cheap to compile)."""
+    cols = [m[..., :, 0], m[..., :, 1], m[..., :, 2]]
+    rows = [jnp.cross(cols[1], cols[2]), jnp.cross(cols[2], cols[0]), jnp.cross(cols[0], cols[1])]
+    adjugate = jnp.stack(rows, axis=-2)
+    det = jnp.sum(cols[0] * rows[0], axis=-1)
+    return adjugate / det[..., None, None]
+
+
+def _as_blocks(delassus, k):
+    return jnp.reshape(delassus, (k, 3, k, 3))
+
+
+def solve_impulses(
+    delassus,
+    free_velocity,
+    mu,
+    active_weight=None,
+    num_sweeps: int = 20,
+    method: str = "gauss_seidel",
+):
+    """Contact impulses by the paper's fixed number of projected (prox) sweeps.
+
+    Args:
+        delassus: `G (k, 3, k, 3)` or `(3k, 3k)`, SPD diagonal blocks; contact frames `[t1, t2, n]`.
+        free_velocity: `c (k, 3)` or `(3k,)` contact velocity without impulses [m/s].
+        mu: `(k,)` (or scalar) friction coefficients.
+        active_weight: `w (k,)` in [0, 1]; 1 (default) for the hard model, the sigmoid weights
+            `s_j = sigmoid(-kappa g_j)` for the smooth one.
+        num_sweeps: static number of sweeps (each visits every contact once).
+        method: "gauss_seidel" (contacts updated in turn, latest values) or "jacobi" (all at once).
+
+    Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
+    `jacobi_steps`:
+
+        p_i <- proj_K(-G_ii^-1 c_i)                                   (initialisation)
+        p_i <- proj_K(p_i - R_i (sum_j G~_ij p_j + c_i))              (num_sweeps times)
+
+    Returns `(impulses (k, 3), info)` with `impulses_i = w_i p_i` [N s] and `info`:
+        "residual" `()`: max over contacts of `natural_residual` [m/s] at the returned `p`
+            (with the method's steps `R_i` and the solver's velocity `G~ p + c`),
+        "residual_per_contact" `(k,)`,
+        "velocity" `(k, 3)`: post-impulse contact velocity `G impulses + c`.
+    Everything is a fixed-length `lax.scan`: jit, vmap, forward- and reverse-mode AD work.
+    """
+    c = jnp.asarray(free_velocity)
+    k = c.size // 3
+    c = jnp.reshape(c, (k, 3))
+    g = _as_blocks(jnp.asarray(delassus, dtype=c.dtype), k)
+    mu = jnp.broadcast_to(jnp.asarray(mu, dtype=c.dtype), (k,))
+    w = jnp.ones((k,), c.dtype) if active_weight is None else jnp.asarray(active_weight, c.dtype)
+    w = jnp.broadcast_to(w, (k,))
+    gw = coupled_delassus(g, w)
+    diagonal = g[jnp.arange(k), :, jnp.arange(k), :]  # (k, 3, 3)
+
+    if method == "gauss_seidel":
+        steps = gauss_seidel_steps(diagonal)
+    elif method == "jacobi":
+        steps = jacobi_steps(gw)
+    else:
+        raise ValueError(f"method must be 'gauss_seidel' or 'jacobi', got {method!r}")
+
+    p0 = -jnp.einsum("iab,ib->ia", _inverse3(diagonal), c)
+    p0 = project_disk_cone(p0, mu)
+
+    def velocity(p):
+        return jnp.einsum("iajb,jb->ia", gw, p) + c
+
+    def gauss_seidel_update(p, i):
+        """Update contact `i` with the latest impulses of the others."""
+        u_i = jnp.einsum("ajb,jb->a", gw[i], p) + c[i]
+        return p.at[i].set(project_disk_cone(p[i] - steps[i] * u_i, mu[i])), None
+
+    def jacobi_sweep(p, _):
+        return project_disk_cone(p - steps * velocity(p), mu), None
+
+    if method == "gauss_seidel":  # one flat scan over (sweep, contact): quicker to compile
+        order = jnp.tile(jnp.arange(k), num_sweeps)
+        p, _ = jax.lax.scan(gauss_seidel_update, p0, order)
+    else:
+        p, _ = jax.lax.scan(jacobi_sweep, p0, None, length=num_sweeps)
+
+    per_contact = natural_residual(p, velocity(p), mu, steps)
+    impulses = w[:, None] * p
+    info = {
+        "residual": jnp.max(per_contact),
+        "residual_per_contact": per_contact,
+        "velocity": jnp.einsum("iajb,jb->ia", g, impulses) + c,
+    }
+    return impulses, info

@@ -1,0 +1,318 @@
+"""Terrains as JAX pytrees, their signed distance, friction and contact frames.
+
+World frame: z up, SI units. A terrain is a frozen dataclass registered as a pytree: its class
+is the (static) kind, every numeric parameter is a traced leaf, so terrains can be batched with
+`vmap`, randomised (friction, heights) and differentiated.
+
+    kind         constructor                                   distance
+    Plane        flat(height), incline(angle), plane(n, h)     exact
+    Steps        steps(step_height, step_length, start_x)      exact within 2 step lengths
+    Heightfield  heightfield(heights, x0, y0, cell_size)       1st order: vertical gap x cos(slope)
+
+`signed_distance(terrain, p) -> (gap, normal)`: `gap > 0` above (outside) the ground, `normal`
+the unit outward normal, equal to the gradient of the gap wherever the gap is differentiable.
+Every gap has finite first derivatives everywhere (including on the surface and at edges).
+
+`contact_frame(normal) -> R (3, 3)` with columns `[t1, t2, n]`: a contact-frame vector
+`p_C = [p_t1, p_t2, p_n]` maps to the world as `p_W = R p_C`, and `v_C = R^T v_W`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+# Steps: the distance is computed to the treads k-2..k+2 around the tread under the point and
+# the risers between them; it is exact within `_STEPS_WINDOW * step_length` of the surface.
+_STEPS_WINDOW = 2
+
+
+def _scalar(x):
+    return jnp.asarray(x, dtype=jnp.result_type(float))
+
+
+def _safe_norm(v):
+    """`|v|` with a zero (not NaN) gradient at `v = 0`; returns `(norm, v != 0)`."""
+    sq = jnp.sum(v * v)
+    positive = sq > 0.0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0), positive
+
+
+# ----------------------------------------------------------------------------- terrain kinds
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Plane:
+    """Plane `{p : n . (p - (0, 0, height)) = 0}`, solid on the side opposite to `n`.
+
+    Leaves: `normal (3,)` unit outward normal (`n_z > 0`), `height ()` [m] where the plane
+    crosses the z axis, `friction ()` Coulomb coefficient.
+    """
+
+    kind: ClassVar[str] = "plane"
+    normal: jax.Array
+    height: jax.Array
+    friction: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Steps:
+    """Staircase along +x, extruded along y (see `steps`).
+
+    Leaves: `step_height ()` rise per step [m] (negative: descending stairs), `step_length ()`
+    tread length [m], `start_x ()` x of the first riser [m], `num_steps ()` number of steps
+    (float, `inf` for an endless staircase), `friction ()`.
+    """
+
+    kind: ClassVar[str] = "steps"
+    step_height: jax.Array
+    step_length: jax.Array
+    start_x: jax.Array
+    num_steps: jax.Array
+    friction: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Heightfield:
+    """Bilinearly interpolated height map (see `heightfield`).
+
+    Leaves: `heights (nx, ny)` [m], `heights[i, j]` at `(x0 + i cell_size, y0 + j cell_size)`;
+    `x0 ()`, `y0 ()`, `cell_size ()` [m]; `friction ()`. The grid size is static (array shape).
+    """
+
+    kind: ClassVar[str] = "heightfield"
+    heights: jax.Array
+    x0: jax.Array
+    y0: jax.Array
+    cell_size: jax.Array
+    friction: jax.Array
+
+
+Terrain = Plane | Steps | Heightfield
+
+
+# ----------------------------------------------------------------------------- constructors
+def plane(normal, height=0.0, friction=0.8) -> Plane:
+    """Plane through `(0, 0, height)` with outward normal `normal (3,)` (normalised here)."""
+    n = jnp.asarray(normal, dtype=jnp.result_type(float))
+    return Plane(normal=n / jnp.linalg.norm(n), height=_scalar(height), friction=_scalar(friction))
+
+
+def flat(height=0.0, friction=0.8) -> Plane:
+    """Horizontal ground `z = height`."""
+    return plane(jnp.array([0.0, 0.0, 1.0]), height, friction)
+
+
+def incline(angle, friction=0.8, axis="x", height=0.0) -> Plane:
+    """Slope through `(0, 0, height)` rising by `angle` [rad] along +x (`axis="x"`) or +y.
+
+    Surface `z = height + tan(angle) x` (resp. `y`); outward normal `(-sin a, 0, cos a)` (resp.
+    `(0, -sin a, cos a)`), i.e. the +z axis rotated by `-angle` about y (resp. `+angle` about x).
+    `angle` may be traced; `axis` is static.
+    """
+    a = _scalar(angle)
+    s, c, zero = jnp.sin(a), jnp.cos(a), jnp.zeros_like(a)
+    if axis == "x":
+        n = jnp.stack([-s, zero, c])
+    elif axis == "y":
+        n = jnp.stack([zero, -s, c])
+    else:
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    return Plane(normal=n, height=_scalar(height), friction=_scalar(friction))
+
+
+def steps(step_height, step_length, start_x, friction=0.8, num_steps=float("inf")) -> Steps:
+    """Staircase along +x: ground `z = 0` for `x < start_x`, then tread `k = 1, 2, ...` at
+    `z = k step_height` for `x in [start_x + (k-1) step_length, start_x + k step_length)`;
+    after `num_steps` treads the last height continues as a flat landing.
+
+    Sharp edges, exact Euclidean distance (see `signed_distance`): near a nose (convex edge)
+    the distance is to the edge line, so the normal turns smoothly from +z to the riser normal
+    over the quarter circle around it, as if the edge were rounded by the query's own clearance.
+    """
+    return Steps(
+        step_height=_scalar(step_height),
+        step_length=_scalar(step_length),
+        start_x=_scalar(start_x),
+        num_steps=_scalar(num_steps),
+        friction=_scalar(friction),
+    )
+
+
+def heightfield(heights, x0, y0, cell_size, friction=0.8) -> Heightfield:
+    """Height map `heights (nx, ny)`, nx, ny >= 2, node `(i, j)` at `(x0 + i h, y0 + j h)` with
+    `h = cell_size`; bilinear in each cell, constant (edge values) outside the grid."""
+    heights = jnp.asarray(heights, dtype=jnp.result_type(float))
+    if heights.ndim != 2 or min(heights.shape) < 2:
+        raise ValueError(f"heights must be (nx, ny) with nx, ny >= 2, got {heights.shape}")
+    return Heightfield(
+        heights=heights,
+        x0=_scalar(x0),
+        y0=_scalar(y0),
+        cell_size=_scalar(cell_size),
+        friction=_scalar(friction),
+    )
+
+
+# ----------------------------------------------------------------------------- heights
+def _steps_tread_index(terrain: Steps, x):
+    """Index `k` of the tread under `x` (0: ground before the first riser), as a float."""
+    return jnp.floor((x - terrain.start_x) / terrain.step_length) + 1.0
+
+
+def _steps_tread_height(terrain: Steps, k):
+    return jnp.clip(k, 0.0, terrain.num_steps) * terrain.step_height
+
+
+def _heightfield_height(terrain: Heightfield, x, y):
+    """Bilinear interpolation `H(x, y)` (clamped to the grid)."""
+    nx, ny = terrain.heights.shape
+    sx = jnp.clip((x - terrain.x0) / terrain.cell_size, 0.0, nx - 1.0)
+    sy = jnp.clip((y - terrain.y0) / terrain.cell_size, 0.0, ny - 1.0)
+    i = jnp.clip(jnp.floor(sx), 0, nx - 2).astype(jnp.int32)
+    j = jnp.clip(jnp.floor(sy), 0, ny - 2).astype(jnp.int32)
+    u, v = sx - i, sy - j
+    h = terrain.heights
+    return (
+        (1 - u) * (1 - v) * h[i, j]
+        + u * (1 - v) * h[i + 1, j]
+        + (1 - u) * v * h[i, j + 1]
+        + u * v * h[i + 1, j + 1]
+    )
+
+
+def height(terrain: Terrain, x, y):
+    """Terrain height `z` under the world point `(x, y)` (steps: the tread height, which jumps
+    at the risers)."""
+    if isinstance(terrain, Plane):
+        n = terrain.normal
+        return terrain.height - (n[0] * x + n[1] * y) / n[2]
+    if isinstance(terrain, Steps):
+        return _steps_tread_height(terrain, _steps_tread_index(terrain, x))
+    if isinstance(terrain, Heightfield):
+        return _heightfield_height(terrain, x, y)
+    raise TypeError(f"unknown terrain {type(terrain).__name__}")
+
+
+# ----------------------------------------------------------------------------- distances
+def _plane_distance(terrain: Plane, point):
+    """`gap = n . (p - (0, 0, h))`, exact."""
+    n = terrain.normal
+    return n @ point - n[2] * terrain.height, n
+
+
+def _steps_distance(terrain: Steps, point):
+    """Exact signed distance to the staircase profile in the (x, z) plane.
+
+    The profile near `x` is the polyline of treads `j = k-2 .. k+2` (horizontal segments
+    `[x_j, x_j + L] x {z_j}`) and the risers between them (vertical segments at `x_j + L`).
+    For each segment: the clamped closest point `c`, `delta = p - c`. The nearest segment wins.
+    If its closest point is interior, `gap` is the linear face offset `n_face . delta` (smooth
+    and finite on the surface); if it is an end point (an edge), `gap = s |delta|` with
+    `s = sign(z - H(x))`, normal `s delta / |delta|`. Features outside the window are more than
+    `2 L` away, so the result is exact when `|gap| < 2 L`; it is clipped to `[-2 L, 2 L]`,
+    which keeps it continuous where the window shifts.
+    Derivatives jump only on the medial axis (points equidistant from two faces, e.g. above
+    the bisector of an inner corner), as for any exact distance to a non-smooth surface.
+    """
+    x, z = point[0], point[2]
+    length = terrain.step_length
+    k = _steps_tread_index(terrain, x)
+    j = k + jnp.arange(-_STEPS_WINDOW, _STEPS_WINDOW + 1, dtype=x.dtype)
+    x_lo = terrain.start_x + (j - 1.0) * length
+    x_hi = x_lo + length
+    z_j = _steps_tread_height(terrain, j)
+
+    # treads: outward normal +z
+    tread_delta = jnp.stack([x - jnp.clip(x, x_lo, x_hi), z - z_j], axis=-1)
+    tread_interior = (x >= x_lo) & (x <= x_hi)
+    tread_offset = z - z_j
+    tread_normal = jnp.broadcast_to(jnp.array([0.0, 1.0], dtype=x.dtype), tread_delta.shape)
+
+    # risers at x_hi[m] from z_j[m] to z_j[m+1]; outward normal -x when rising, +x when falling
+    xr, za, zb = x_hi[:-1], z_j[:-1], z_j[1:]
+    lo, hi = jnp.minimum(za, zb), jnp.maximum(za, zb)
+    riser_delta = jnp.stack([x - xr, z - jnp.clip(z, lo, hi)], axis=-1)
+    riser_interior = (z >= lo) & (z <= hi) & (hi > lo)
+    facing = jnp.where(zb > za, -1.0, 1.0)
+    riser_offset = facing * (x - xr)
+    riser_normal = jnp.stack([facing, jnp.zeros_like(facing)], axis=-1)
+
+    delta = jnp.concatenate([tread_delta, riser_delta])
+    interior = jnp.concatenate([tread_interior, riser_interior])
+    offset = jnp.concatenate([tread_offset, riser_offset])
+    face_normal = jnp.concatenate([tread_normal, riser_normal])
+    best = jnp.argmin(jnp.sum(delta * delta, axis=-1))
+
+    sign = jnp.where(z >= z_j[_STEPS_WINDOW], 1.0, -1.0)
+    dist, nonzero = _safe_norm(delta[best])
+    edge_normal = jnp.where(
+        nonzero, sign * delta[best] / jnp.where(nonzero, dist, 1.0), jnp.array([0.0, 1.0])
+    )
+    gap = jnp.where(interior[best], offset[best], sign * dist)
+    normal_xz = jnp.where(interior[best], face_normal[best], edge_normal)
+    limit = _STEPS_WINDOW * length
+    gap = jnp.clip(gap, -limit, limit)
+    return gap, jnp.stack([normal_xz[0], jnp.zeros_like(x), normal_xz[1]])
+
+
+def _heightfield_distance(terrain: Heightfield, point):
+    """First-order distance to the graph `z = H(x, y)`:
+
+        gap = (z - H) / sqrt(1 + |grad H|^2),   n = (-H_x, -H_y, 1) / sqrt(1 + |grad H|^2)
+
+    i.e. the vertical gap times the cosine of the local slope; exact for a plane, accurate
+    where `|gap|` is small against the curvature radius. `grad H` (and so `n`) is continuous
+    inside a cell and jumps across cell edges (bilinear interpolation is only C0).
+    """
+    x, y, z = point[0], point[1], point[2]
+    h, (hx, hy) = jax.value_and_grad(_heightfield_height, argnums=(1, 2))(terrain, x, y)
+    scale = jnp.sqrt(1.0 + hx * hx + hy * hy)
+    return (z - h) / scale, jnp.stack([-hx, -hy, jnp.ones_like(hx)]) / scale
+
+
+_DISTANCES = {Plane: _plane_distance, Steps: _steps_distance, Heightfield: _heightfield_distance}
+
+
+def signed_distance(terrain: Terrain, point):
+    """Signed distance of the world point `point (3,)` to the terrain.
+
+    Returns `(gap (), normal (3,))`: `gap > 0` above the ground, `< 0` below; `normal` is the
+    unit outward normal of the surface at the closest point (plane, steps: exact; heightfield:
+    at the vertical projection, see `_heightfield_distance`). Differentiable with finite
+    gradients everywhere; `vmap` over points for several feet.
+    """
+    try:
+        distance = _DISTANCES[type(terrain)]
+    except KeyError:
+        raise TypeError(f"unknown terrain {type(terrain).__name__}") from None
+    return distance(terrain, jnp.asarray(point))
+
+
+def friction(terrain: Terrain, point):
+    """Coulomb friction coefficient `mu ()` at `point (3,)` (constant per terrain)."""
+    del point
+    return terrain.friction
+
+
+def contact_frame(normal):
+    """Contact frame `R (3, 3)` with columns `[t1, t2, n]` from the unit normal `n (3,)`.
+
+    `R` is the shortest-arc rotation carrying `e_z` onto `n` (Rodrigues about `e_z x n`):
+
+        t1 = (1 - a n_x^2, -a n_x n_y, -n_x),   t2 = (-a n_x n_y, 1 - a n_y^2, -n_y),
+        a = 1 / (1 + n_z)
+
+    so `R = I` for `n = e_z`, `t1` stays in the x-z plane for normals in that plane, and `R`
+    is a smooth (rational) function of `n` everywhere except `n = -e_z` (a ceiling), where it is
+    singular; terrain normals have `n_z >= 0` (vertical risers: `n_z = 0`, `a = 1`).
+    """
+    nx, ny, nz = normal[0], normal[1], normal[2]
+    a = 1.0 / jnp.maximum(1.0 + nz, 1e-12)
+    t1 = jnp.stack([1.0 - a * nx * nx, -a * nx * ny, -nx])
+    t2 = jnp.stack([-a * nx * ny, 1.0 - a * ny * ny, -ny])
+    return jnp.stack([t1, t2, normal], axis=-1)
