@@ -1,11 +1,18 @@
 """Contact: terrain, contact kinematics, contact solvers and the time-stepper.
 
+`step(model, params, state, tau, contact="hard"|"smooth"|"penalty") -> (state, info)`: one
+time step with the chosen contact model (see `step.py` for the equations); `rollout` and
+`simulate` scan it. `StepParams` holds the traced physical parameters, including the terrain.
 `terrain`: terrains as pytrees (`flat`, `incline`, `plane`, `steps`, `heightfield`), their
 `signed_distance`, `friction` and `contact_frame`.
 `coulomb`: the disk-cone projection and the fixed-sweep prox solver for contact impulses.
 """
 
 from .coulomb import project_disk_cone, solve_impulses
+from .foot_contacts import FootContacts, compute_foot_contacts
+from .params import StepParams
+from .rollout import rollout, simulate
+from .step import CONTACT_MODELS, StepInfo, activation, generalized_forces, make_step, step
 from .terrain import (
     Heightfield,
     Plane,
@@ -22,18 +29,29 @@ from .terrain import (
 )
 
 __all__ = [
+    "CONTACT_MODELS",
+    "FootContacts",
     "Heightfield",
     "Plane",
+    "StepInfo",
+    "StepParams",
     "Steps",
+    "activation",
+    "compute_foot_contacts",
     "contact_frame",
     "flat",
     "friction",
+    "generalized_forces",
     "height",
     "heightfield",
     "incline",
+    "make_step",
     "plane",
     "project_disk_cone",
+    "rollout",
     "signed_distance",
+    "simulate",
     "solve_impulses",
+    "step",
     "steps",
 ]

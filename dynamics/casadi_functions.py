@@ -44,13 +44,23 @@ def _cached(kind: str, model: Model, extra=None) -> ca.Function:
     if kind == "fd":
         q, v, tau = _symbols(m, "q", "v", "tau")
         kin = _kin.forward_kinematics(_OPS, m, q)
-        return ca.Function("forward_dynamics", [q, v, tau], [_aba.aba(_OPS, m, kin, v, tau)],
-                           ["q", "v", "tau"], ["qdd"])
+        return ca.Function(
+            "forward_dynamics",
+            [q, v, tau],
+            [_aba.aba(_OPS, m, kin, v, tau)],
+            ["q", "v", "tau"],
+            ["qdd"],
+        )
     if kind == "id":
         q, v, a = _symbols(m, "q", "v", "a")
         kin = _kin.forward_kinematics(_OPS, m, q)
-        return ca.Function("inverse_dynamics", [q, v, a], [_rnea.rnea(_OPS, m, kin, v, a)],
-                           ["q", "v", "a"], ["tau"])
+        return ca.Function(
+            "inverse_dynamics",
+            [q, v, a],
+            [_rnea.rnea(_OPS, m, kin, v, a)],
+            ["q", "v", "a"],
+            ["tau"],
+        )
     if kind == "crba":
         (q,) = _symbols(m, "q")
         kin = _kin.forward_kinematics(_OPS, m, q)
@@ -58,8 +68,9 @@ def _cached(kind: str, model: Model, extra=None) -> ca.Function:
     if kind == "com":
         (q,) = _symbols(m, "q")
         kin = _kin.forward_kinematics(_OPS, m, q)
-        return ca.Function("center_of_mass", [q], [_centroidal.center_of_mass(_OPS, m, kin)],
-                           ["q"], ["com"])
+        return ca.Function(
+            "center_of_mass", [q], [_centroidal.center_of_mass(_OPS, m, kin)], ["q"], ["com"]
+        )
     if kind == "frames":
         frames, reference = extra
         (q,) = _symbols(m, "q")

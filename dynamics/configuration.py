@@ -20,7 +20,7 @@ import numpy as np
 
 from . import spatial
 from .backend import JaxOps
-from .model import FREE_FLYER, Model
+from .model import Model
 
 _SMALL = 1e-4  # below this angle the Taylor expansions are exact to float64 round-off
 
@@ -94,6 +94,9 @@ def _base_integrate(q_base, v_base):
     r0 = spatial.quat_to_rotation(JaxOps(q_base.dtype), quat)
     quat1 = quat_multiply(quat, quat_exp(w))
     quat1 = quat1 / jnp.linalg.norm(quat1)
+    # Same hemisphere as the input quaternion (as Pinocchio does): q and -q are one rotation,
+    # and keeping the sign makes trajectories of q continuous.
+    quat1 = jnp.where(quat1 @ quat < 0, -quat1, quat1)
     return jnp.concatenate([p + r0 @ dp, quat1])
 
 

@@ -3,7 +3,8 @@
 Every function is jit-able, vmap-able and differentiable (forward and reverse mode). The
 computation dtype is that of `q` (float64 by default; pass float32 arrays and
 `model.astype(jnp.float32)` for speed). The algorithms themselves live in `kinematics.py`,
-`newton_euler.py` (RNEA), `composite_inertia.py` (CRBA), `articulated_body.py` (ABA) and `centroidal.py`, written once for JAX and CasADi.
+`newton_euler.py` (RNEA), `composite_inertia.py` (CRBA), `articulated_body.py` (ABA) and
+`centroidal.py`, written once for JAX and CasADi.
 
 Shapes: `q (nq,)`, `v, a, tau (nv,)`. Frames are given by name or index (static).
 """

@@ -105,13 +105,18 @@ def joint_velocities(ops, model: Model, kin: Kinematics, v) -> list:
     for i in range(model.njoints):
         vj = subspace_times(ops, model, i, joint_v(model, v, i))
         lam = model.parents[i]
-        vel.append(vj if lam < 0 else spatial.act_inv_motion(ops, kin.parent_placement[i], vel[lam]) + vj)
+        vel.append(
+            vj if lam < 0 else spatial.act_inv_motion(ops, kin.parent_placement[i], vel[lam]) + vj
+        )
     return vel
 
 
 def frame_placement(ops, model: Model, kin: Kinematics, frame_id: int):
     """World placement `(R (3, 3), p (3,))` of a frame."""
-    local = (ops.const(model.frame_rotation[frame_id]), ops.const(model.frame_translation[frame_id]))
+    local = (
+        ops.const(model.frame_rotation[frame_id]),
+        ops.const(model.frame_translation[frame_id]),
+    )
     joint = model.frame_parents[frame_id]
     return local if joint < 0 else spatial.compose(ops, kin.world_placement[joint], local)
 

@@ -168,7 +168,11 @@ class Model:
         """The same model with every floating-point array cast to `dtype` (e.g. float32)."""
         import jax.numpy as jnp
 
-        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype=dtype), self)
+        info = jnp.finfo(dtype)
+        # Limits stored as float64 "infinity" (1.8e308) become the dtype's max, not inf warnings.
+        return jax.tree_util.tree_map(
+            lambda x: jnp.asarray(np.clip(np.asarray(x), info.min, info.max), dtype=dtype), self
+        )
 
     def replace(self, **changes) -> Model:
         """A copy with some fields replaced (e.g. `model.replace(body_mass=m)`)."""
@@ -263,7 +267,9 @@ def model_from_pinocchio(
         gravity=np.array(pin_model.gravity.linear, dtype=float),
         frame_rotation=np.stack([np.array(f.placement.rotation) for f in pin_model.frames]),
         frame_translation=np.stack([np.array(f.placement.translation) for f in pin_model.frames]),
-        foot_radius=np.broadcast_to(np.asarray(foot_radius, dtype=float), (len(foot_names),)).copy(),
+        foot_radius=np.broadcast_to(
+            np.asarray(foot_radius, dtype=float), (len(foot_names),)
+        ).copy(),
         lower_position_limit=np.array(pin_model.lowerPositionLimit, dtype=float),
         upper_position_limit=np.array(pin_model.upperPositionLimit, dtype=float),
         velocity_limit=np.array(

@@ -40,8 +40,11 @@ class RobotSpec:
 
 ROBOTS: dict[str, RobotSpec] = {
     "solo12": RobotSpec(
-        "solo12", ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), 0.016,
-        effort_limit=2.7, velocity_limit=25.0,
+        "solo12",
+        ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"),
+        0.016,
+        effort_limit=2.7,
+        velocity_limit=25.0,
     ),
     "go2": RobotSpec("go2", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), 0.023),
     "anymal_c": RobotSpec("anymal_c", ("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"), 0.03),
@@ -86,8 +89,12 @@ def load_pinocchio(name_or_path: str) -> PinocchioRobot:
         robot = erd.load(ROBOTS[name_or_path].loader)
         q_standing = np.array(robot.model.referenceConfigurations["standing"])
         return PinocchioRobot(
-            name_or_path, robot.model, robot.visual_model, robot.collision_model,
-            str(robot.urdf) if isinstance(robot.urdf, str) else "", q_standing,
+            name_or_path,
+            robot.model,
+            robot.visual_model,
+            robot.collision_model,
+            str(robot.urdf) if isinstance(robot.urdf, str) else "",
+            q_standing,
         )
     if not name_or_path.endswith(".urdf"):
         raise _unknown(name_or_path)
@@ -145,9 +152,7 @@ def load_robot(
         else:
             import pinocchio as pin
 
-            found = [
-                f.name for f in pm.frames if "foot" in f.name.lower() and f.type == pin.BODY
-            ]
+            found = [f.name for f in pm.frames if "foot" in f.name.lower() and f.type == pin.BODY]
             if len(found) != 4:
                 raise ValueError(
                     f"could not guess the four feet of {name_or_path!r} (frames with 'foot' in "

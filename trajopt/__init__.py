@@ -1,0 +1,1 @@
+"""Trajectory optimisation (shooting solvers, costs, gait library)."""
