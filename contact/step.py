@@ -19,11 +19,13 @@ with activation weights `w_i = [gap_i < margin]` (hard) or
 velocity after the step is `>= 0`, never bouncing. No position correction (no Baumgarte term).
 
 Hard contacts are speculative: for a separated contact (`gap > 0` at the midpoint) the normal
-condition is `u_n >= -2 gap / dt` (the gap may close within the step, not more), implemented by
-adding `2 max(gap, 0) / dt` to the free normal velocity. A touchdown then lands on the surface
-instead of up to `1.5 |v_n| dt` inside it (the authors' rule, `gap <= 0` at the midpoint);
-penetrating and resting contacts are treated exactly as in the paper, so penetration never grows
-at rest (no drift).
+condition is `u_n+ >= -gap / dt` (adding `max(gap, 0) / dt` to the free normal velocity), so
+a touchdown ends the step hovering at `gap / 2` with exactly the velocity that brings the next
+midpoint onto the surface, where the paper's condition `u_n+ >= 0` stops it: the contact lands
+without penetration (measured: < 1e-11 m for drops of 0.05-1 m at dt = 2 ms) and without bounce.
+The authors' rule (`gap <= 0` at the midpoint, no speculation) leaves up to `1.5 |v_n| dt` of
+penetration at each touchdown. Penetrating and resting contacts are treated exactly as in the
+paper, so penetration never grows at rest (no drift).
 
 Why the bias in the smooth weight: with the authors' `sigmoid(-kappa gap)`, a resting contact
 carries only half its impulse at zero gap, so a body sinks at `(1 - w)/w * g dt` per step until
@@ -140,7 +142,7 @@ def _moreau_step(model, params, state, tau, contact, num_sweeps, method):
     active = activation(contact, params, contacts.gap)
     free_contact_velocity = (jac @ v_free).reshape(k, 3)
     if contact == "hard":  # speculative: a separated contact may close its gap, not more
-        opening = 2.0 * jnp.maximum(contacts.gap, 0.0) / dt
+        opening = jnp.maximum(contacts.gap, 0.0) / dt
         free_contact_velocity = free_contact_velocity.at[:, 2].add(opening)
     impulse, solve_info = solve_impulses(
         jac @ minv_jt, free_contact_velocity, contacts.friction, active, num_sweeps, method
