@@ -1,0 +1,37 @@
+"""Every example runs headless with small settings, so examples never rot."""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stand_example_saves_a_settled_result(tmp_path):
+    summary = _load("stand").main(
+        ["--robot", "solo12", "--seconds", "1.0", "--drop", "0.05", "--out", str(tmp_path)]
+    )
+    data = np.load(tmp_path / "stand_solo12_hard.npz")
+    assert data["q"].shape == (500, 19) and data["contact_force"].shape == (500, 4, 3)
+    saved = json.loads((tmp_path / "stand_solo12_hard.json").read_text())
+    assert saved["robot"] == "solo12"
+    # standing: the four feet carry the weight, nothing penetrates
+    assert abs(summary["settled_normal_force_sum_over_weight"] - 1.0) < 0.02
+    assert summary["max_penetration_mm"] < 1.0
+
+
+def test_inspect_robot_example(tmp_path):
+    summary = _load("inspect_robot").main(
+        ["--robot", "solo12", "--states", "3", "--out", str(tmp_path)]
+    )
+    assert summary["max_abs_error_jax_vs_pinocchio_aba"] < 1e-8
+    assert (tmp_path / "solo12_summary.json").exists()
