@@ -33,6 +33,8 @@ class StepParams:
     stiffness: penalty model normal stiffness `k_e` [N/m].
     damping: penalty model normal damping `k_d` [N s/m] (acts while approaching only).
     friction_viscosity: penalty model tangential gain `k_f` [N s/m] before Coulomb saturation.
+    joint_damping: damping `d` [N m s/rad] on every actuated joint, integrated implicitly
+        (an actuator's Kd moved into the step for stability on light legs; see step.py).
     """
 
     terrain: Plane = dataclasses.field(default_factory=flat)
@@ -43,6 +45,7 @@ class StepParams:
     stiffness: float = 2.0e4
     damping: float = 400.0
     friction_viscosity: float = 2.0e3
+    joint_damping: float = 0.0
 
     def replace(self, **changes) -> StepParams:
         """A copy with some parameters replaced (e.g. `params.replace(dt=0.001)`)."""

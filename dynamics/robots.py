@@ -126,6 +126,7 @@ def _standing_height(pin_model, q, foot_frames, foot_radius) -> float:
     return float(q[2] - lowest)
 
 
+@functools.lru_cache(maxsize=32)
 def load_robot(
     name_or_path: str,
     *,
@@ -142,6 +143,9 @@ def load_robot(
     Raises:
         ValueError: unknown name (the message lists available robots) or a URDF that does not
             parse; FileNotFoundError: missing URDF; KeyError: a foot frame that does not exist.
+
+    Cached: the same arguments return the same `Model` object, so compiled functions keyed on
+    the model are reused.
     """
     robot = load_pinocchio(name_or_path)
     pm = robot.model

@@ -1,0 +1,365 @@
+"""Gauss-Newton feasibility-driven DDP (FDDP) for single and multiple shooting, in tangent space.
+
+Knot dynamics `x+ = F(x, u)` (`problem.transition`), running cost `0.5 |r(x, u)|^2` (weighted
+residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
+
+1. Linearise every knot with forward-mode JAX (exact derivatives through `contact.step`), in the
+   tangent space of the manifold: `A = dF/dx`, `B = dF/du`, residual Jacobians `R_x`, `R_u`;
+   Gauss-Newton: `l_x = R_x^T r`, `l_xx = R_x^T R_x`, `l_uu = R_u^T R_u`, `l_ux = R_u^T R_x`.
+2. Backward pass (Riccati, with the defects `f_{t+1} = F(x_t, u_t) (-) x_{t+1}` of multiple
+   shooting, Mastalli et al. 2020):
+
+       V'_x = V_x + V_xx f                 (at knot t+1)
+       Q_x = l_x + A^T V'_x,   Q_u = l_u + B^T V'_x
+       Q_xx = l_xx + A^T V_xx A,   Q_uu = l_uu + B^T V_xx B + mu 1,   Q_ux = l_ux + B^T V_xx A
+       k = -Q_uu^-1 Q_u,   K = -Q_uu^-1 Q_ux
+
+3. Forward pass with step `alpha`: `u = u_t + alpha k + K (x^ (-) x_t)`,
+   `x^_{t+1} = F(x^_t, u) (+) (alpha - 1) f_{t+1}`: defects shrink by `(1 - alpha)`; a full step
+   (`alpha = 1`) is a closed-loop rollout and leaves a feasible (single-shooting) trajectory.
+4. Accept the first `alpha` in the line search whose merit `cost + nu sum_t |f_t|_1` decreases;
+   otherwise raise the Levenberg-Marquardt regularisation `mu` and retry.
+
+The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
+stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import problem as P
+from .trajectory import Trajectory
+
+ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)
+MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coordinates)
+
+
+# ----------------------------------------------------------------------------- compiled pieces
+class Compiled:
+    """The jitted functions of one problem structure (data is always an argument)."""
+
+    def __init__(self, problem: P.Problem):
+        self.problem = problem
+        self.rollout = jax.jit(functools.partial(_rollout, problem))
+        self.evaluate = jax.jit(functools.partial(_evaluate, problem))
+        self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
+        self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
+        self.forward = jax.jit(functools.partial(_forward, problem))
+
+
+_CACHE: dict = {}
+
+
+def structure_key(problem: P.Problem):
+    """What must be equal for two problems to share compiled functions."""
+    data = problem.data
+    leaves_shapes = tuple(
+        (np.shape(x), str(np.asarray(x).dtype)) for x in jax.tree_util.tree_leaves(data)
+    )
+    return (
+        id(problem.model),
+        problem.horizon,
+        problem.substeps,
+        problem.contact,
+        problem.num_sweeps,
+        problem.control,
+        tuple(sorted(data.weights)),
+        jax.tree_util.tree_structure(data),
+        leaves_shapes,
+    )
+
+
+def compiled(problem: P.Problem) -> Compiled:
+    key = structure_key(problem)
+    if key not in _CACHE:
+        _CACHE[key] = Compiled(problem)
+    return _CACHE[key]
+
+
+def _index(tree, t):
+    return jax.tree_util.tree_map(lambda a: a[t], tree)
+
+
+def _rollout(problem, data, us):
+    """Single-shooting rollout from `data.x0`: `(xs (T+1), forces (T, k, 3), taus (T, nu))`."""
+
+    def body(x, u):
+        nxt, forces, taus = P.transition(problem, data, x, u)
+        return nxt, (nxt, forces, taus)
+
+    _, (xs, forces, taus) = jax.lax.scan(body, data.x0, us)
+    xs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), data.x0, xs)
+    return xs, forces, taus
+
+
+def _knot_costs(problem, data, xs, us):
+    """Per-knot transitions, residual costs and defects for a (possibly infeasible) trajectory."""
+    T = problem.horizon
+
+    def knot(t):
+        x, u = _index(xs, t), us[t]
+        nxt, forces, taus = P.transition(problem, data, x, u)
+        res = P.running_residuals(
+            problem, data, x, u, forces, taus, P.reference_at(data.reference, t)
+        )
+        defect = P.local(problem, _index(xs, t + 1), nxt)
+        return P.term_costs(res, data.weights), defect, forces, taus
+
+    return jax.vmap(knot)(jnp.arange(T))
+
+
+def _evaluate(problem, data, xs, us):
+    """`(total cost, {term: cost}, defects (T, nx), forces, taus)`."""
+    terms, defects, forces, taus = _knot_costs(problem, data, xs, us)
+    terms = {k: jnp.sum(c) for k, c in terms.items()}
+    x_T = _index(xs, problem.horizon)
+    terminal = P.terminal_residuals(
+        problem, data, x_T, P.reference_at(data.reference, problem.horizon)
+    )
+    terms.update(P.term_costs(terminal, data.weights))
+    total = sum(terms.values())
+    initial_gap = P.local(problem, _index(xs, 0), data.x0)
+    defects = jnp.concatenate([initial_gap[None], defects])  # (T+1, nx): f_0 .. f_T
+    return total, terms, defects, forces, taus
+
+
+def _linearize_knot(problem, data, x, u, t):
+    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)`."""
+    nominal, _, _ = P.transition(problem, data, x, u)
+    ref_t = P.reference_at(data.reference, t)
+
+    def g(dx, du):
+        xp = P.retract(problem, x, dx)
+        up = u + du
+        nxt, forces, taus = P.transition(problem, data, xp, up)
+        res = P.weighted(
+            P.running_residuals(problem, data, xp, up, forces, taus, ref_t), data.weights
+        )
+        return (P.local(problem, nominal, nxt), res), res
+
+    dx0 = jnp.zeros(problem.nx, dtype=x.v.dtype)
+    du0 = jnp.zeros(problem.nu, dtype=x.v.dtype)
+    (j_next, j_res), r = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dx0, du0)
+    return j_next[0], j_next[1], r, j_res[0], j_res[1]
+
+
+def _linearize_terminal(problem, data, x):
+    ref_t = P.reference_at(data.reference, problem.horizon)
+
+    def g(dx):
+        res = P.weighted(
+            P.terminal_residuals(problem, data, P.retract(problem, x, dx), ref_t), data.weights
+        )
+        return res, res
+
+    jx, r = jax.jacfwd(g, has_aux=True)(jnp.zeros(problem.nx, dtype=x.v.dtype))
+    return r, jx
+
+
+def _forward(problem, data, xs, us, k, K, defects, alpha):
+    """FDDP forward pass; returns the trial `(xs, us)` (defects shrink by `1 - alpha`)."""
+    x0 = data.x0  # the initial state is fixed: its gap closes fully at any alpha
+
+    def body(x_hat, inputs):
+        x_t, u_t, k_t, K_t, f_next = inputs
+        u = u_t + alpha * k_t + K_t @ P.local(problem, x_t, x_hat)
+        nxt, _, _ = P.transition(problem, data, x_hat, u)
+        nxt = P.retract(problem, nxt, (alpha - 1.0) * f_next)
+        return nxt, (nxt, u)
+
+    xs_t = _index(xs, slice(0, problem.horizon))
+    _, (x_next, u_new) = jax.lax.scan(body, x0, (xs_t, us, k, K, defects[1:]))
+    xs_new = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), x0, x_next)
+    return xs_new, u_new
+
+
+# ----------------------------------------------------------------------------- backward pass
+def backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu):
+    """Riccati recursion (NumPy float64). Returns `(k, K, dV1, dV2)` or None if `Q_uu` is not
+    positive definite. `dV1 = sum k^T Q_u`, `dV2 = sum k^T Q_uu k` (expected-change model)."""
+    T, nx, nu = B.shape
+    k = np.zeros((T, nu))
+    K = np.zeros((T, nu, nx))
+    Vx = RT.T @ rT
+    Vxx = RT.T @ RT
+    dV1 = dV2 = 0.0
+    eye = np.eye(nu)
+    for t in range(T - 1, -1, -1):
+        vx = Vx + Vxx @ defects[t + 1]
+        Qx = Rx[t].T @ r[t] + A[t].T @ vx
+        Qu = Ru[t].T @ r[t] + B[t].T @ vx
+        VA = Vxx @ A[t]
+        Qxx = Rx[t].T @ Rx[t] + A[t].T @ VA
+        Quu = Ru[t].T @ Ru[t] + B[t].T @ Vxx @ B[t] + mu * eye
+        Qux = Ru[t].T @ Rx[t] + B[t].T @ VA
+        try:
+            chol = np.linalg.cholesky(Quu)
+        except np.linalg.LinAlgError:
+            return None
+        solve = lambda b, c=chol: np.linalg.solve(c.T, np.linalg.solve(c, b))  # noqa: E731
+        k[t] = -solve(Qu)
+        K[t] = -solve(Qux)
+        dV1 += k[t] @ Qu
+        dV2 += k[t] @ Quu @ k[t]
+        Vx = Qx + K[t].T @ Quu @ k[t] + K[t].T @ Qu + Qux.T @ k[t]
+        Vxx = Qxx + K[t].T @ Quu @ K[t] + K[t].T @ Qux + Qux.T @ K[t]
+        Vxx = 0.5 * (Vxx + Vxx.T)
+    return k, K, dV1, dV2
+
+
+# ----------------------------------------------------------------------------- the solver
+def _to_numpy_tree(tree):
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def _merit(cost, defects):
+    return float(cost) + MERIT_DEFECT_WEIGHT * float(np.sum(np.abs(defects)))
+
+
+def solve_fddp(
+    problem: P.Problem,
+    xs=None,
+    us=None,
+    *,
+    max_iterations: int = 50,
+    time_budget: float | None = None,
+    tolerance: float = 1e-4,
+    defect_tolerance: float = 1e-6,
+    mu0: float = 1e-6,
+    verbose: bool = True,
+    callback=None,
+):
+    """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
+    (single shooting). Returns `(xs, us, info)` with `info` = status, iterations, cost,
+    term_costs, history, forces, taus."""
+    fn = compiled(problem)
+    data = problem.data
+    start = time.perf_counter()
+    if xs is None:
+        xs, _, _ = fn.rollout(data, us)
+    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+    cost = float(cost)
+    defects = np.asarray(defects)
+    history = []
+    status = "max_iterations"
+    mu = mu0
+    iteration = 0
+    if not np.isfinite(cost) or not np.all(np.isfinite(defects)):
+        status = "diverged"
+        max_iterations = 0
+    if verbose:
+        print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10}")
+        print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
+    for iteration in range(1, max_iterations + 1):
+        T = problem.horizon
+        lin = [fn.linearize(data, _index(xs, t), us[t], t) for t in range(T)]
+        A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
+        rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs, T)))
+        accepted = False
+        while not accepted and mu < 1e10:
+            bp = backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu)
+            if bp is None:
+                mu *= 10.0
+                continue
+            k, K, dV1, dV2 = bp
+            merit_old = _merit(cost, defects)
+            for alpha in ALPHAS:
+                xs_try, us_try = fn.forward(data, xs, us, k, K, defects, alpha)
+                c_try, terms_try, d_try, f_try, t_try = fn.evaluate(data, xs_try, us_try)
+                c_try = float(c_try)
+                d_try = np.asarray(d_try)
+                if not (np.isfinite(c_try) and np.all(np.isfinite(d_try))):
+                    continue
+                if _merit(c_try, d_try) < merit_old:
+                    accepted = True
+                    break
+            if not accepted:
+                mu *= 10.0
+        if not accepted:
+            status = "line_search_failed"
+            break
+        improvement = cost - c_try
+        xs, us, cost, terms, defects, forces, taus = (
+            xs_try,
+            us_try,
+            c_try,
+            terms_try,
+            d_try,
+            f_try,
+            t_try,
+        )
+        mu = max(mu / 10.0, 1e-9)
+        gaps = float(np.sum(np.abs(defects)))
+        record = {
+            "iteration": iteration,
+            "cost": cost,
+            "step": alpha,
+            "defects": gaps,
+            "mu": mu,
+            "expected": float(-dV1),
+            "terms": {k_: float(v) for k_, v in terms.items()},
+        }
+        history.append(record)
+        if verbose:
+            print(
+                f"{iteration:>4} {cost:>12.5g} {alpha:>8.3g} {gaps:>10.3g} {mu:>8.1e} {-dV1:>10.3g}"
+            )
+        if callback is not None:
+            callback(record)
+        if abs(dV1) < tolerance * (1.0 + abs(cost)) and gaps < defect_tolerance and alpha == 1.0:
+            status = "converged"
+            break
+        if abs(improvement) < 1e-9 * (1.0 + abs(cost)) and gaps < defect_tolerance:
+            status = "converged"
+            break
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            status = "time_budget"
+            break
+    info = {
+        "status": status,
+        "iterations": iteration if status != "diverged" else 0,
+        "cost": cost,
+        "term_costs": {k_: float(v) for k_, v in terms.items()},
+        "history": history,
+        "forces": np.asarray(forces),
+        "taus": np.asarray(taus),
+        "defects": float(np.sum(np.abs(defects))),
+        "wall_time": time.perf_counter() - start,
+    }
+    return xs, us, info
+
+
+def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
+    xs = _to_numpy_tree(xs)
+    return Trajectory(
+        q=xs.q,
+        v=xs.v,
+        u=np.asarray(us),
+        dt=problem.dt_knot,
+        tau=info["taus"],
+        force=info["forces"],
+        u_prev0=np.asarray(problem.data.x0.u_prev),
+        cost=info["cost"],
+        term_costs=info["term_costs"],
+        status=info["status"],
+        iterations=info["iterations"],
+        history=info["history"],
+        meta={
+            "robot": problem.model.name,
+            "problem": problem.name,
+            "solver": solver,
+            "horizon": problem.horizon,
+            "substeps": problem.substeps,
+            "contact": problem.contact,
+            "control": problem.control,
+            "num_sweeps": problem.num_sweeps,
+            "wall_time_s": info["wall_time"],
+            "defects": info["defects"],
+        },
+    )

@@ -1,0 +1,177 @@
+"""Gait library: ready problems for stand, walk, trot, pace, bound, pronk and turn-in-place.
+
+A gait is a periodic contact pattern: each foot (FL, FR, HL, HR) lifts at a phase offset within
+the period and stays in swing for `(1 - duty)` of it. The pattern becomes the soft references
+of `trajopt.problem` (stance flags, swing-foot clearance profile `h sin(pi s)` over the swing
+fraction s); the contacts themselves come out of the optimisation through the smooth contact
+model.
+
+    >>> problem = make_problem("go2", "trot", velocity=0.5, duration=1.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from contact import StepParams, flat
+from controllers.pd import default_gains
+from dynamics import load_robot
+from dynamics.configuration import State
+
+from . import problem as P
+
+
+@dataclass(frozen=True)
+class Gait:
+    """Phase offsets `(FL, FR, HL, HR)` in [0, 1), duty factor (stance fraction) and period [s]
+    relative to the robot's natural period."""
+
+    offsets: tuple
+    duty: float
+    period_scale: float = 1.0
+    yaw: bool = False  # turn in place: velocity argument is a yaw rate
+
+
+GAITS = {
+    "stand": Gait((0.0, 0.0, 0.0, 0.0), 1.0),
+    "walk": Gait((0.0, 0.5, 0.75, 0.25), 0.75, 1.6),
+    "trot": Gait((0.0, 0.5, 0.5, 0.0), 0.5),
+    "pace": Gait((0.0, 0.5, 0.0, 0.5), 0.5),
+    "bound": Gait((0.0, 0.0, 0.5, 0.5), 0.5),
+    "pronk": Gait((0.0, 0.0, 0.0, 0.0), 0.5, 1.2),
+    "turn": Gait((0.0, 0.5, 0.5, 0.0), 0.5, 1.0, yaw=True),
+}
+
+# Per robot: gait period [s], swing clearance [m]; sized to leg length (Solo12 0.32 m
+# stance height, Go2 0.34 m, ANYmal C 0.53 m).
+ROBOT_GAIT_SCALE = {
+    "solo12": (0.30, 0.05),
+    "go2": (0.40, 0.07),
+    "anymal_c": (0.60, 0.10),
+}
+
+DEFAULT_WEIGHTS = {
+    "base_linear_velocity": 5.0,
+    "base_angular_velocity": 0.5,
+    "base_height": 200.0,
+    "base_orientation": 50.0,
+    "foot_clearance": 500.0,
+    "foot_slip": 5.0,
+    "gait_contact": 500.0,
+    "torque": 0.05,
+    "control_rate": 1e-5,
+    "joint_posture": 0.5,
+    "joint_limits": 1e3,
+    "contact_force": 0.05,
+    "terminal_state": 50.0,
+}
+
+
+def available_gaits() -> tuple:
+    return tuple(GAITS)
+
+
+def stance_pattern(gait: Gait, period: float, times: np.ndarray):
+    """`(stance (n, 4), swing_fraction (n, 4))` at `times`: stance flags and the fraction of
+    the current swing that has elapsed (0 in stance)."""
+    phase = (times[:, None] / period - np.asarray(gait.offsets)[None, :]) % 1.0
+    swing_len = 1.0 - gait.duty
+    in_swing = (phase < swing_len) if swing_len > 0 else np.zeros_like(phase, dtype=bool)
+    fraction = np.where(in_swing, phase / max(swing_len, 1e-9), 0.0)
+    return (~in_swing).astype(float), fraction
+
+
+def make_problem(
+    robot: str = "go2",
+    gait: str = "trot",
+    velocity: float = 0.5,
+    *,
+    duration: float = 1.0,
+    dt: float = 0.02,
+    substeps: int = 2,
+    contact: str = "smooth",
+    control: str = "pd",
+    num_sweeps: int = 10,
+    lateral_velocity: float = 0.0,
+    weights: dict | None = None,
+    params: StepParams | None = None,
+    initial_state: State | None = None,
+    period: float | None = None,
+) -> P.Problem:
+    """A gait problem for a robot.
+
+    Args:
+        robot: "solo12", "go2", "anymal_c" (or a URDF path, with generic gait sizes).
+        gait: one of `available_gaits()`.
+        velocity: forward speed [m/s] (for "turn": yaw rate [rad/s]).
+        duration: horizon [s]; dt: knot duration [s]; substeps: simulation steps per knot.
+        contact, control, num_sweeps: see `trajopt.problem.Problem`.
+        weights: overrides of `DEFAULT_WEIGHTS` (a weight of 0 keeps the term, reported).
+        params: contact parameters (default: flat ground, mu 0.8, `dt / substeps`, the PD's
+            damping integrated implicitly in the step).
+        initial_state: default: the standing pose at rest.
+        period: gait period [s] (default per robot).
+    """
+    if gait not in GAITS:
+        raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+    for name, value in (("duration", duration), ("dt", dt)):
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive, got {value}")
+    if not np.isfinite(velocity):
+        raise ValueError(f"velocity must be finite, got {velocity}")
+    horizon = int(round(duration / dt))
+    if horizon < 1:
+        raise ValueError(f"duration {duration} s is shorter than one knot of {dt} s")
+    model = load_robot(robot)
+    spec = GAITS[gait]
+    default_period, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
+    period = default_period * spec.period_scale if period is None else period
+    kp, kd = default_gains(model)
+    if params is None:
+        params = StepParams(terrain=flat(friction=0.8), dt=dt / substeps, joint_damping=kd)
+    times = dt * np.arange(horizon + 1)
+    stance, fraction = stance_pattern(spec, period, times)
+    # stand still for the first and last knots of a moving gait? no: start moving at once, the
+    # optimiser accelerates from rest; the velocity term only asks for the commanded average.
+    swing_height = clearance * np.sin(np.pi * fraction) * (1.0 - stance)
+    base_velocity = np.zeros((horizon + 1, 3))
+    if spec.yaw:
+        base_velocity[:, 2] = velocity
+    else:
+        base_velocity[:, 0] = velocity
+        base_velocity[:, 1] = lateral_velocity
+    nq_base = model.nq - model.nu
+    q_joint = np.asarray(model.q_standing)[nq_base:]
+    reference = P.Reference(
+        base_velocity=jnp.asarray(base_velocity),
+        base_height=jnp.full((horizon + 1,), float(model.q_standing[2])),
+        stance=jnp.asarray(stance),
+        swing_height=jnp.asarray(swing_height),
+        joint_posture=jnp.tile(jnp.asarray(q_joint), (horizon + 1, 1)),
+    )
+    w = dict(DEFAULT_WEIGHTS)
+    if weights:
+        w.update(weights)
+    if initial_state is None:
+        initial_state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
+    data = P.ProblemData(
+        x0=P.initial_knot_state(model, initial_state),
+        params=params,
+        weights={k: jnp.asarray(float(v)) for k, v in w.items()},
+        reference=reference,
+        # the PD's damping is in the step (params.joint_damping): the controller adds Kp only
+        gains=jnp.asarray([kp, 0.0]),
+    )
+    return P.Problem(
+        model=model,
+        data=data,
+        horizon=horizon,
+        substeps=substeps,
+        contact=contact,
+        num_sweeps=num_sweeps,
+        control=control,
+        name=gait,
+    )

@@ -1,0 +1,321 @@
+"""Trajectory optimisation problems: knot dynamics, named weighted cost terms, references.
+
+A problem has `T` knots of duration `dt_knot = substeps * params.dt`. The optimiser's state at a
+knot is `KnotState(q, v, u_prev)`: the robot state plus the previous control (so the control
+rate is a cost on `(x, u)`). Controls `u (nu,)` are either joint PD targets [rad] ("pd", the
+deployable form: `tau = clip(Kp (u - q_j) - Kd qd)`, re-evaluated every simulation sub-step) or
+joint torques ("torque": `tau = tau_max tanh(u / tau_max)`, so torque bounds always hold).
+
+Costs are Gauss-Newton residuals, Crocoddyl-style: `cost = sum_terms 0.5 w_term |r_term|^2`.
+Running residuals depend on the knot state, the control, the contact forces of the knot's
+transition and the knot's reference; the terminal residual on the final state. Every term is
+reported separately (`term_costs`) so a user sees what dominates.
+
+    term                    residual (per knot)
+    base_linear_velocity    v_base,xy - v_ref,xy               (base frame)
+    base_angular_velocity   omega_base - (0, 0, yaw_rate_ref)  (base frame)
+    base_height             z_base - h_ref
+    base_orientation        (R^T e_z)_xy                         roll and pitch
+    foot_clearance          (1 - stance_i) (gap_i - h_swing,i)  swing feet follow a height profile
+    foot_slip               stance_i v_foot,i,xy                 stance feet do not slide
+    gait_contact            stance_i gap_i                       stance feet on the ground (soft)
+    torque                  tau / tau_max
+    control_rate            (u - u_prev) / dt_knot
+    joint_posture           q_j - q_j,ref
+    joint_limits            max(q_j - q_hi, 0) + max(q_lo - q_j, 0)
+    contact_force           (f_i - stance_i m g e_z / n_stance) / (m g)    (transition forces)
+    terminal_state          base height, velocity and orientation at the final knot
+
+The gait reference only shapes the contact sequence: contacts come out of the smooth contact
+model (contact-implicit), and every term above is soft.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from contact import StepParams, signed_distance
+from contact import step as contact_step
+from contact.foot_contacts import compute_foot_contacts
+from controllers.pd import pd_torque
+from dynamics.configuration import State, difference, integrate
+from dynamics.model import Model
+
+RUNNING_TERMS = (
+    "base_linear_velocity",
+    "base_angular_velocity",
+    "base_height",
+    "base_orientation",
+    "foot_clearance",
+    "foot_slip",
+    "gait_contact",
+    "torque",
+    "control_rate",
+    "joint_posture",
+    "joint_limits",
+    "contact_force",
+)
+TERMINAL_TERMS = ("terminal_state",)
+COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
+CONTROL_KINDS = ("pd", "torque")
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class KnotState:
+    """Optimiser state at a knot: `q (nq,)`, `v (nv,)`, previous control `u_prev (nu,)`."""
+
+    q: jax.Array
+    v: jax.Array
+    u_prev: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class Reference:
+    """Per-knot references, leading axis `T + 1` (the last row is the terminal reference).
+
+    base_velocity (T+1, 3): `[v_x, v_y, yaw_rate]` in the base frame [m/s, rad/s].
+    base_height (T+1,): base height above the terrain at the base's xy [m].
+    stance (T+1, nfeet): 1 where a foot should be in contact, 0 in swing.
+    swing_height (T+1, nfeet): desired foot clearance [m] (used where stance = 0).
+    joint_posture (T+1, nu): nominal joint positions [rad].
+    """
+
+    base_velocity: jax.Array
+    base_height: jax.Array
+    stance: jax.Array
+    swing_height: jax.Array
+    joint_posture: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class ProblemData:
+    """Everything of a problem that may change without recompiling (all traced).
+
+    x0: initial `KnotState`; params: contact `StepParams`; weights: `{term: weight}`;
+    reference: `Reference`; gains: `(kp, kd)` of the PD actuator.
+    """
+
+    x0: KnotState
+    params: StepParams
+    weights: dict
+    reference: Reference
+    gains: jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A trajectory optimisation problem: static structure + traced `data`.
+
+    model: the robot. horizon: number of knots T (>= 1). substeps: simulation steps per knot.
+    contact: "hard" | "smooth" | "penalty". num_sweeps: prox sweeps. control: "pd" | "torque".
+    name: e.g. "trot"; robot: the robot's name. data: `ProblemData`.
+    """
+
+    model: Model
+    data: ProblemData
+    horizon: int
+    substeps: int = 1
+    contact: str = "smooth"
+    num_sweeps: int = 10
+    control: str = "pd"
+    name: str = "custom"
+
+    def __post_init__(self):
+        validate(self)
+
+    @property
+    def dt_knot(self) -> float:
+        return float(self.data.params.dt) * self.substeps
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    @property
+    def nx(self) -> int:
+        """Tangent dimension of a `KnotState`: `2 nv + nu`."""
+        return 2 * self.model.nv + self.model.nu
+
+    def replace(self, **changes) -> Problem:
+        return dataclasses.replace(self, **changes)
+
+    def replace_data(self, **changes) -> Problem:
+        return dataclasses.replace(self, data=dataclasses.replace(self.data, **changes))
+
+
+def validate(problem: Problem) -> None:
+    """Clear errors for inputs that cannot be solved."""
+    from contact import CONTACT_MODELS
+
+    if not isinstance(problem.horizon, int | np.integer) or problem.horizon < 1:
+        raise ValueError(f"horizon must be a positive number of knots, got {problem.horizon!r}")
+    if not isinstance(problem.substeps, int | np.integer) or problem.substeps < 1:
+        raise ValueError(f"substeps must be a positive integer, got {problem.substeps!r}")
+    if problem.contact not in CONTACT_MODELS:
+        raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {problem.contact!r}")
+    if problem.control not in CONTROL_KINDS:
+        raise ValueError(f"control must be one of {CONTROL_KINDS}, got {problem.control!r}")
+    unknown = set(problem.data.weights) - set(COST_TERMS)
+    if unknown:
+        raise ValueError(f"unknown cost terms {sorted(unknown)}; known terms: {COST_TERMS}")
+    for name, w in problem.data.weights.items():
+        if not np.isfinite(w) or w < 0:
+            raise ValueError(f"weight of {name!r} must be finite and >= 0, got {w}")
+    x0 = problem.data.x0
+    model = problem.model
+    shapes = {"q": (model.nq,), "v": (model.nv,), "u_prev": (model.nu,)}
+    for field, shape in shapes.items():
+        value = np.asarray(getattr(x0, field))
+        if value.shape != shape:
+            raise ValueError(f"initial state {field} must have shape {shape}, got {value.shape}")
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"initial state {field} contains NaN or inf: {value}")
+    ref = problem.data.reference
+    if np.asarray(ref.base_velocity).shape != (problem.horizon + 1, 3):
+        raise ValueError(
+            f"reference.base_velocity must have shape ({problem.horizon + 1}, 3), "
+            f"got {np.asarray(ref.base_velocity).shape}"
+        )
+    dt = float(problem.data.params.dt)
+    if not dt > 0:
+        raise ValueError(f"params.dt must be positive, got {dt}")
+
+
+# ------------------------------------------------------------------------------ knot dynamics
+def joint_torque(problem: Problem, data: ProblemData, state: State, u):
+    """Actuator torques `(nu,)` for control `u` at `state` (see module docstring)."""
+    model = problem.model
+    if problem.control == "pd":
+        return pd_torque(model, state, u, data.gains[0], data.gains[1])
+    limit = jnp.asarray(model.effort_limit)[model.nv - model.nu :]
+    return limit * jnp.tanh(u / limit)
+
+
+def transition(problem: Problem, data: ProblemData, x: KnotState, u):
+    """One knot: `substeps` simulation steps under control `u`.
+
+    Returns `(x_next, forces (nfeet, 3), torques (nu,))`: the next knot state (with
+    `u_prev = u`), the contact forces averaged over the knot [N, world], and the mean torque.
+    """
+
+    def sub(state, _):
+        tau = joint_torque(problem, data, state, u)
+        nxt, info = contact_step(
+            problem.model,
+            data.params,
+            state,
+            tau,
+            contact=problem.contact,
+            num_sweeps=problem.num_sweeps,
+        )
+        return nxt, (info.force, tau)
+
+    state, (forces, taus) = jax.lax.scan(sub, State(x.q, x.v), None, length=problem.substeps)
+    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), jnp.mean(taus, axis=0)
+
+
+def retract(problem: Problem, x: KnotState, dx):
+    """`x (+) dx` for a tangent vector `dx = [dq, dv, du_prev] (nx,)`."""
+    nv = problem.model.nv
+    return KnotState(
+        integrate(problem.model, x.q, dx[:nv]), x.v + dx[nv : 2 * nv], x.u_prev + dx[2 * nv :]
+    )
+
+
+def local(problem: Problem, x: KnotState, y: KnotState):
+    """`y (-) x (nx,)`: the tangent vector from `x` to `y`."""
+    return jnp.concatenate([difference(problem.model, x.q, y.q), y.v - x.v, y.u_prev - x.u_prev])
+
+
+# ------------------------------------------------------------------------------ residuals
+def _rotation(q):
+    x, y, z, w = q[3], q[4], q[5], q[6]
+    return jnp.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _base_terms(problem: Problem, data: ProblemData, x: KnotState, ref_t):
+    """Residuals shared by running and terminal costs (base velocity, height, orientation)."""
+    terrain = data.params.terrain
+    ground, _ = signed_distance(terrain, jnp.array([x.q[0], x.q[1], 0.0]))
+    ground_height = -ground  # distance of the origin-height point below the surface
+    rot = _rotation(x.q)
+    up_in_base = rot.T @ jnp.array([0.0, 0.0, 1.0])
+    return {
+        "base_linear_velocity": x.v[0:2] - ref_t.base_velocity[0:2],
+        "base_angular_velocity": x.v[3:6] - jnp.array([0.0, 0.0, 1.0]) * ref_t.base_velocity[2],
+        "base_height": jnp.atleast_1d(x.q[2] - ground_height - ref_t.base_height),
+        "base_orientation": up_in_base[0:2],
+    }
+
+
+def running_residuals(
+    problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, ref_t
+) -> dict:
+    """`{term: residual vector}` at one knot (unweighted)."""
+    model = problem.model
+    nqb, nvb = model.nq - model.nu, model.nv - model.nu
+    q_j = x.q[nqb:]
+    feet = compute_foot_contacts(model, data.params.terrain, x.q)
+    foot_vel = jnp.einsum("kab,b->ka", feet.jacobian, x.v)  # contact frame [t1, t2, n]
+    stance = ref_t.stance
+    weight = model.total_mass * 9.81
+    n_stance = jnp.maximum(jnp.sum(stance), 1.0)
+    nominal = stance[:, None] * jnp.array([0.0, 0.0, 1.0]) * (weight / n_stance)
+    tau_max = jnp.asarray(model.effort_limit)[nvb:]
+    lo = jnp.asarray(model.lower_position_limit)[nqb:]
+    hi = jnp.asarray(model.upper_position_limit)[nqb:]
+    res = _base_terms(problem, data, x, ref_t)
+    res.update(
+        {
+            "foot_clearance": (1.0 - stance) * (feet.gap - ref_t.swing_height),
+            "foot_slip": (stance[:, None] * foot_vel[:, 0:2]).reshape(-1),
+            "gait_contact": stance * feet.gap,
+            "torque": torques / tau_max,
+            "control_rate": (u - x.u_prev) / problem.dt_knot,
+            "joint_posture": q_j - ref_t.joint_posture,
+            "joint_limits": jnp.maximum(q_j - hi, 0.0) + jnp.maximum(lo - q_j, 0.0),
+            "contact_force": ((forces - nominal) / weight).reshape(-1),
+        }
+    )
+    return res
+
+
+def terminal_residuals(problem: Problem, data: ProblemData, x: KnotState, ref_t) -> dict:
+    base = _base_terms(problem, data, x, ref_t)
+    return {"terminal_state": jnp.concatenate([base[k] for k in sorted(base)])}
+
+
+def weighted(residuals: dict, weights: dict) -> jax.Array:
+    """Stack `sqrt(w) r` over the terms present in `weights` (sorted names, fixed layout)."""
+    parts = [jnp.sqrt(weights[k]) * residuals[k] for k in sorted(weights) if k in residuals]
+    return jnp.concatenate(parts) if parts else jnp.zeros(0)
+
+
+def term_costs(residuals: dict, weights: dict) -> dict:
+    """`{term: 0.5 w |r|^2}` for the weighted terms."""
+    return {k: 0.5 * weights[k] * jnp.sum(residuals[k] ** 2) for k in weights if k in residuals}
+
+
+def reference_at(reference: Reference, t):
+    return jax.tree_util.tree_map(lambda a: a[t], reference)
+
+
+def initial_knot_state(model: Model, state: State, u_prev=None) -> KnotState:
+    """A `KnotState` from a robot `State`; `u_prev` defaults to the standing joint targets."""
+    if u_prev is None:
+        u_prev = jnp.asarray(model.q_standing)[model.nq - model.nu :]
+    return KnotState(jnp.asarray(state.q), jnp.asarray(state.v), jnp.asarray(u_prev))

@@ -1,0 +1,174 @@
+"""`solve(problem)`: the one entry point to the trajectory optimisers.
+
+    solver="fddp"   Gauss-Newton FDDP (trajopt.fddp), single or multiple shooting
+    solver="lbfgs"  quasi-Newton on the controls of a single-shooting rollout (SciPy L-BFGS-B
+                    with exact reverse-mode gradients from JAX)
+    solver="ipopt"  CasADi + IPOPT multiple shooting (trajopt.ipopt), for cross-checks
+
+Warm start: pass a previous `Trajectory` (e.g. `trajectory.shifted(k)`) as `init`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import fddp
+from . import problem as P
+from .trajectory import Trajectory
+
+SOLVERS = ("fddp", "lbfgs", "ipopt")
+SHOOTING = ("single", "multiple")
+
+
+def initial_guess(problem: P.Problem, init: Trajectory | None = None):
+    """`(xs, us)` to start from: the warm start, or standing targets with a state guess that
+    moves the base along the commanded velocity (used by multiple shooting)."""
+    model = problem.model
+    T = problem.horizon
+    if init is not None:
+        if init.u.shape != (T, model.nu):
+            raise ValueError(f"init has controls of shape {init.u.shape}, expected {(T, model.nu)}")
+        us = jnp.asarray(init.u)
+        xs = P.KnotState(
+            jnp.asarray(init.q),
+            jnp.asarray(init.v),
+            jnp.concatenate([problem.data.x0.u_prev[None], us]),
+        )
+        xs = jax.tree_util.tree_map(lambda a, b: a.at[0].set(b), xs, problem.data.x0)
+        return xs, us
+    x0 = problem.data.x0
+    if problem.control == "pd":
+        u0 = x0.u_prev
+    else:
+        u0 = jnp.zeros(model.nu)
+    us = jnp.tile(u0, (T, 1))
+    vel = np.asarray(problem.data.reference.base_velocity)
+    q = np.tile(np.asarray(x0.q), (T + 1, 1))
+    q[:, 0] += np.concatenate([[0.0], np.cumsum(vel[:-1, 0]) * problem.dt_knot])
+    q[:, 1] += np.concatenate([[0.0], np.cumsum(vel[:-1, 1]) * problem.dt_knot])
+    v = np.zeros((T + 1, model.nv))
+    v[:, 0:2] = vel[:, 0:2]
+    xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.tile(u0, (T + 1, 1)))
+    return xs, us
+
+
+def solve(
+    problem: P.Problem,
+    init: Trajectory | None = None,
+    *,
+    solver: str = "fddp",
+    shooting: str = "single",
+    max_iterations: int = 50,
+    time_budget: float | None = None,
+    tolerance: float = 1e-4,
+    verbose: bool = True,
+) -> Trajectory:
+    """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped."""
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if shooting not in SHOOTING:
+        raise ValueError(f"shooting must be one of {SHOOTING}, got {shooting!r}")
+    if max_iterations < 0:
+        raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
+    xs, us = initial_guess(problem, init)
+    if solver == "fddp":
+        xs_in = xs if shooting == "multiple" else None
+        xs, us, info = fddp.solve_fddp(
+            problem,
+            xs_in,
+            us,
+            max_iterations=max_iterations,
+            time_budget=time_budget,
+            tolerance=tolerance,
+            verbose=verbose,
+        )
+        return fddp.to_trajectory(problem, xs, us, info, f"fddp-{shooting}")
+    if solver == "lbfgs":
+        if shooting != "single":
+            raise ValueError("the L-BFGS solver is single shooting only")
+        return _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose)
+    from .ipopt import solve_ipopt
+
+    return solve_ipopt(problem, xs, us, max_iterations=max_iterations, verbose=verbose)
+
+
+def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
+    from scipy.optimize import minimize
+
+    fn = fddp.compiled(problem)
+    data = problem.data
+    shape = us.shape
+
+    def total(u_flat):
+        u = u_flat.reshape(shape)
+        xs, _, _ = fn.rollout(data, u)
+        return fn.evaluate(data, xs, u)[0]
+
+    value_and_grad = jax.jit(jax.value_and_grad(total))
+    start = time.perf_counter()
+    history = []
+    status = {"value": "max_iterations"}
+
+    def fun(x):
+        c, g = value_and_grad(jnp.asarray(x))
+        c, g = float(c), np.asarray(g, dtype=float)
+        if not np.isfinite(c) or not np.all(np.isfinite(g)):
+            return np.inf, np.zeros_like(g)  # rejected by the line search, never a NaN
+        return c, g
+
+    def callback(xk):
+        c = float(total(jnp.asarray(xk)))
+        history.append({"iteration": len(history) + 1, "cost": c})
+        if verbose:
+            print(f"{len(history):>4} {c:>12.5g}")
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            status["value"] = "time_budget"
+            raise StopIteration
+
+    c0, _ = fun(np.asarray(us).ravel())
+    if not np.isfinite(c0):
+        xs, _, _ = fn.rollout(data, us)
+        info = _info(fn, data, xs, us, "diverged", 0, history, start)
+        return fddp.to_trajectory(problem, xs, us, info, "lbfgs-single")
+    try:
+        res = minimize(
+            fun,
+            np.asarray(us).ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            callback=callback,
+            options={"maxiter": max_iterations, "ftol": tolerance * 1e-3, "gtol": 1e-9},
+        )
+        x = res.x
+        if res.success:
+            status["value"] = "converged"
+        elif "ABNORMAL" in str(res.message):
+            status["value"] = "line_search_failed"
+    except StopIteration:
+        x = np.asarray(us).ravel() if not history else x_last["value"]
+    u = jnp.asarray(x).reshape(shape)
+    xs, _, _ = fn.rollout(data, u)
+    info = _info(fn, data, xs, u, status["value"], len(history), history, start)
+    return fddp.to_trajectory(problem, xs, u, info, "lbfgs-single")
+
+
+x_last = {"value": None}
+
+
+def _info(fn, data, xs, us, status, iterations, history, start):
+    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+    return {
+        "status": status,
+        "iterations": iterations,
+        "cost": float(cost),
+        "term_costs": {k: float(v) for k, v in terms.items()},
+        "history": history,
+        "forces": np.asarray(forces),
+        "taus": np.asarray(taus),
+        "defects": float(np.sum(np.abs(np.asarray(defects)))),
+        "wall_time": time.perf_counter() - start,
+    }
