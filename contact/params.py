@@ -29,9 +29,10 @@ class StepParams:
         makes a touching contact carry 99.97 % of its impulse, so bodies do not creep into the
         ground (see `step.py`). The activation zone `bias / kappa` shrinks as `kappa -> inf`,
         which recovers the hard model.
-    margin: contacts with `gap < margin` [m] enter the smooth solve (the authors' `col_height`).
+    margin: contacts with `gap < margin` [m] enter the smooth solve (the authors' `col_height`);
+        extended to `(bias + 30) / kappa` when that is larger, so the cut never makes a jump.
     stiffness: penalty model normal stiffness `k_e` [N/m].
-    damping: penalty model normal damping `k_d` [N s/m] (acts while approaching only).
+    damping: penalty model normal damping `k_d` [N s/m] (linear, the normal force never pulls).
     friction_viscosity: penalty model tangential gain `k_f` [N s/m] before Coulomb saturation.
     joint_damping: damping `d` [N m s/rad] on every actuated joint, integrated implicitly
         (an actuator's Kd moved into the step for stability on light legs; see step.py).

@@ -15,7 +15,7 @@ Hard and smooth (Moreau midpoint, PAPER.md):
     q+    = q (+) dt (v + v+)/2
 
 with activation weights `w_i = [gap_i < margin]` (hard) or
-`w_i = sigmoid(-(kappa gap_i - bias)) [gap_i < margin]` (smooth). Inelastic: a contact's normal
+`w_i = sigmoid(-(kappa gap_i - bias)) [gap_i < max(margin, (bias + 30) / kappa)]` (smooth). Inelastic: a contact's normal
 velocity after the step is `>= 0`, never bouncing. No position correction (no Baumgarte term).
 
 Hard contacts are speculative: for a separated contact (`gap > 0` at the midpoint) the normal
@@ -174,7 +174,11 @@ def activation(contact: str, params: StepParams, gap):
     z = params.kappa * gap - params.bias
     # sigmoid(-z) with the exponent clamped as in the authors' code, for finite gradients
     weight = 1.0 / (1.0 + jnp.exp(jnp.clip(z, -100.0, 50.0)))
-    return jnp.where(gap < params.margin, weight, 0.0)
+    # The cut-off is never where the sigmoid is still large: below kappa ~ 1000 the default
+    # margin would cut a weight of up to 0.9 (a jump in the model); extend it to the gap where
+    # the weight is below e^-30.
+    cutoff = jnp.maximum(params.margin, (params.bias + 30.0) / params.kappa)
+    return jnp.where(gap < cutoff, weight, 0.0)
 
 
 def _moreau_step(model, params, state, tau, contact, num_sweeps, method):

@@ -352,7 +352,7 @@ def test_robot_step_check_grads(solo12, params, contact):
     tau0 = pd_torque(model, State(q0, jnp.zeros(model.nv)), crouch, kp, kd)
     v0 = 0.01 * jnp.sin(jnp.arange(model.nv, dtype=float))
 
-    @jit
+    @jax.jit  # check_grads re-traces f inside jvp/vjp: compiler_options are top-level only
     def f(dq, v, tau, log_m):
         p, scaled_model = _scaled(params, model, log_m)
         s = State(dynamics.integrate(model, q0, dq), v)
