@@ -15,8 +15,9 @@ Hard and smooth (Moreau midpoint, PAPER.md):
     q+    = q (+) dt (v + v+)/2
 
 with activation weights `w_i = [gap_i < margin]` (hard) or
-`w_i = sigmoid(-(kappa gap_i - bias)) [gap_i < max(margin, (bias + 30) / kappa)]` (smooth). Inelastic: a contact's normal
-velocity after the step is `>= 0`, never bouncing. No position correction (no Baumgarte term).
+`w_i = sigmoid(-(kappa gap_i - bias)) [gap_i < max(margin, (bias + 30) / kappa)]` (smooth).
+Inelastic: a contact's normal velocity after the step is `>= 0`, never bouncing. No position
+correction (no Baumgarte term).
 
 Hard contacts are speculative: for a separated contact (`gap > 0` at the midpoint) the normal
 condition is `u_n+ >= -gap / dt` (adding `max(gap, 0) / dt` to the free normal velocity), so
