@@ -75,6 +75,13 @@ def _controls(pr: P.Problem, rng):
     return 0.5 * rng.normal(size=pr.nu)
 
 
+@functools.cache
+def _jax_transition(contact, control):
+    """Jitted `transition(data, x, u)`, compiled once per structure (data is traced)."""
+    pr = _problem(contact, control)
+    return jax.jit(lambda data, x, u: P.transition(pr, data, x, u))
+
+
 @pytest.mark.parametrize(
     "contact,control,terrain",
     [
@@ -91,12 +98,12 @@ def test_casadi_transition_matches_jax(contact, control, terrain):
     rng = np.random.default_rng(7)
     ref = ipopt.reference_vector(pr, 0)
     u_prev = np.asarray(pr.data.x0.u_prev)
-    transition = jax.jit(lambda x, u: P.transition(pr, pr.data, x, u))
+    transition = _jax_transition(contact, control)
     touching = 0
     for q, v in _states(pr):
         u = _controls(pr, rng)
         x = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
-        nxt, forces, taus = transition(x, jnp.asarray(u))
+        nxt, forces, taus = transition(pr.data, x, jnp.asarray(u))
         x_next, _, f_ca, tau_ca = knot(np.concatenate([q, v, u_prev]), u, ref)
         expected = ipopt.flatten(jax.tree_util.tree_map(lambda a: a[None], nxt))[0]
         np.testing.assert_allclose(np.asarray(x_next).ravel(), expected, rtol=0, atol=1e-9)
@@ -118,12 +125,13 @@ def test_casadi_cost_matches_jax():
     xs, us = initial_guess(pr)
     rng = np.random.default_rng(11)
     us = us + 0.1 * rng.normal(size=us.shape)
-    rollout, _, _ = fn.rollout(pr.data, us)
     T = pr.horizon
-    q = rollout.q.at[:, 7:].add(0.1 * rng.normal(size=(T + 1, pr.nu)))
+    q = xs.q.at[:, 7:].add(0.1 * rng.normal(size=(T + 1, pr.nu)))
+    q = q.at[:, 2].add(0.02 * rng.normal(size=T + 1))  # some feet in the air, some in contact
     q = q.at[2, 9].set(10.5)  # beyond the joint limit: the joint_limits term is non-zero
-    perturbed = P.KnotState(q, rollout.v + 0.2 * rng.normal(size=rollout.v.shape), rollout.u_prev)
-    for trajectory in (xs, rollout, perturbed):
+    v = xs.v + 0.2 * rng.normal(size=xs.v.shape)
+    perturbed = P.KnotState(q, v, xs.u_prev + 0.1 * rng.normal(size=xs.u_prev.shape))
+    for trajectory in (xs, perturbed):
         expected = float(fn.evaluate(pr.data, trajectory, us)[0])
         got = ipopt.total_cost(pr, trajectory, us)
         assert abs(got - expected) <= 1e-9 * abs(expected), (got, expected)

@@ -252,7 +252,8 @@ def _activation(contact: str, params: dict, gap):
         return ca.if_else(gap < params["margin"], 1.0, 0.0)
     z = params["kappa"] * gap - params["bias"]
     weight = 1.0 / (1.0 + ca.exp(ca.fmin(ca.fmax(z, -100.0), 50.0)))
-    return ca.if_else(gap < params["margin"], weight, 0.0)
+    cutoff = max(params["margin"], (params["bias"] + 30.0) / params["kappa"])
+    return ca.if_else(gap < cutoff, weight, 0.0)
 
 
 def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int):
@@ -383,6 +384,7 @@ def _running_residuals(problem, m, plane, x, u, forces, taus, ref) -> dict:
             "foot_slip": ca.vertcat(*[stance[i] * foot_vel[3 * i : 3 * i + 2] for i in range(k)]),
             "gait_contact": stance * gap,
             "torque": taus / tau_max,
+            "torque_limits": ca.fmax(ca.fabs(taus) / tau_max - 0.95, 0.0),
             "control_rate": (u - u_prev) / problem.dt_knot,
             "joint_posture": q_j - ref["joint_posture"],
             "joint_limits": ca.fmax(q_j - hi, 0.0) + ca.fmax(lo - q_j, 0.0),
@@ -405,8 +407,9 @@ def knot_function(problem: P.Problem) -> ca.Function:
     """`(x_next, cost, forces (k, 3), taus (nu,)) = f(x (nx_q,), u (nu,), ref)`: one knot.
 
     `x = [q, v, u_prev]` (nq + nv + nu); `ref` from `reference_vector`; `cost` is the knot's
-    running cost `sum 0.5 w |r|^2`; forces and torques are averaged over the substeps as in
-    `trajopt.problem.transition`.
+    running cost `sum 0.5 w |r|^2`; as `trajopt.problem.transition`, forces are averaged over
+    the substeps and torques are the per-joint peak of the motor torque (actuator torque plus
+    the implicit joint damping `-d qd+`).
     """
     _check(problem)
     m = numpy_model(problem.model)
@@ -417,12 +420,15 @@ def knot_function(problem: P.Problem) -> ca.Function:
     u = ca.SX.sym("u", m.nu)
     r = ca.SX.sym("ref", 4 + 2 * m.nfeet + m.nu)
     q, v, _ = _split(problem, x)
-    forces, taus = 0, 0
+    forces, taus = 0, None
     for _ in range(problem.substeps):
         tau = _joint_torque(problem, m, q, v, u)
         q, v, f = moreau_step(m, params, plane, q, v, tau, problem.contact, problem.num_sweeps)
-        forces, taus = forces + f, taus + tau
-    forces, taus = forces / problem.substeps, taus / problem.substeps
+        total = tau - params["joint_damping"] * v[m.nv - m.nu :]  # motor torque incl. damping
+        # per joint, the sub-step of largest magnitude (first one on ties, as jnp.argmax)
+        taus = total if taus is None else ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)
+        forces = forces + f
+    forces = forces / problem.substeps
     res = _running_residuals(problem, m, plane, x, u, forces, taus, _unpack_reference(problem, r))
     return ca.Function(
         "knot",
