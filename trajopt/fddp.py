@@ -251,8 +251,17 @@ def solve_fddp(
     mu = mu0
     iteration = 0
     if not np.isfinite(cost) or not np.all(np.isfinite(defects)):
+        # Never hand NaN back: keep the (finite) initial state at every knot, report inf.
         status = "diverged"
         max_iterations = 0
+        xs = jax.tree_util.tree_map(
+            lambda a: jnp.tile(a, (problem.horizon + 1,) + (1,) * a.ndim), data.x0
+        )
+        cost = float("inf")
+        terms = {k_: float("inf") for k_ in terms}
+        forces = np.zeros(np.shape(forces))
+        taus = np.zeros(np.shape(taus))
+        defects = np.zeros(np.shape(defects))
     if verbose:
         print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10}")
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")

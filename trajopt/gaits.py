@@ -62,6 +62,7 @@ DEFAULT_WEIGHTS = {
     "foot_slip": 5.0,
     "gait_contact": 500.0,
     "torque": 0.05,
+    "torque_limits": 1e3,
     "control_rate": 1e-5,
     "joint_posture": 0.5,
     "joint_limits": 1e3,

@@ -20,6 +20,7 @@ reported separately (`term_costs`) so a user sees what dominates.
     foot_slip               stance_i v_foot,i,xy                 stance feet do not slide
     gait_contact            stance_i gap_i                       stance feet on the ground (soft)
     torque                  tau / tau_max
+    torque_limits           max(|tau| / tau_max - 0.95, 0)      keeps the motor torque in bounds
     control_rate            (u - u_prev) / dt_knot
     joint_posture           q_j - q_j,ref
     joint_limits            max(q_j - q_hi, 0) + max(q_lo - q_j, 0)
@@ -55,6 +56,7 @@ RUNNING_TERMS = (
     "foot_slip",
     "gait_contact",
     "torque",
+    "torque_limits",
     "control_rate",
     "joint_posture",
     "joint_limits",
@@ -187,6 +189,18 @@ def validate(problem: Problem) -> None:
     dt = float(problem.data.params.dt)
     if not dt > 0:
         raise ValueError(f"params.dt must be positive, got {dt}")
+    nvb, nqb = model.nv - model.nu, model.nq - model.nu
+    effort = np.asarray(model.effort_limit)[nvb:]
+    if not np.all(effort > 0):
+        raise ValueError(
+            f"infeasible torque bounds: effort limits must be > 0 for every actuated joint, got "
+            f"{dict(zip(model.actuated_joint_names, effort.tolist()))}"
+        )
+    lo = np.asarray(model.lower_position_limit)[nqb:]
+    hi = np.asarray(model.upper_position_limit)[nqb:]
+    bad = [n for n, a, b in zip(model.actuated_joint_names, lo, hi) if a > b]
+    if bad:
+        raise ValueError(f"infeasible joint bounds (lower > upper) for joints {bad}")
 
 
 # ------------------------------------------------------------------------------ knot dynamics
@@ -203,8 +217,11 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
     """One knot: `substeps` simulation steps under control `u`.
 
     Returns `(x_next, forces (nfeet, 3), torques (nu,))`: the next knot state (with
-    `u_prev = u`), the contact forces averaged over the knot [N, world], and the mean torque.
+    `u_prev = u`), the contact forces averaged over the knot [N, world], and the joint torque
+    of the sub-step with the largest magnitude per joint (actuator torque plus the implicit
+    joint damping `-d qd+` of `params.joint_damping`, i.e. what the motor delivers).
     """
+    nvb = problem.model.nv - problem.model.nu
 
     def sub(state, _):
         tau = joint_torque(problem, data, state, u)
@@ -216,10 +233,12 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
             contact=problem.contact,
             num_sweeps=problem.num_sweeps,
         )
-        return nxt, (info.force, tau)
+        total = tau - data.params.joint_damping * nxt.v[nvb:]
+        return nxt, (info.force, total)
 
     state, (forces, taus) = jax.lax.scan(sub, State(x.q, x.v), None, length=problem.substeps)
-    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), jnp.mean(taus, axis=0)
+    peak = jnp.take_along_axis(taus, jnp.argmax(jnp.abs(taus), axis=0)[None], axis=0)[0]
+    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), peak
 
 
 def retract(problem: Problem, x: KnotState, dx):
@@ -285,6 +304,7 @@ def running_residuals(
             "foot_slip": (stance[:, None] * foot_vel[:, 0:2]).reshape(-1),
             "gait_contact": stance * feet.gap,
             "torque": torques / tau_max,
+            "torque_limits": jnp.maximum(jnp.abs(torques) / tau_max - 0.95, 0.0),
             "control_rate": (u - x.u_prev) / problem.dt_knot,
             "joint_posture": q_j - ref_t.joint_posture,
             "joint_limits": jnp.maximum(q_j - hi, 0.0) + jnp.maximum(lo - q_j, 0.0),
