@@ -293,7 +293,6 @@ def solve_fddp(
         if not accepted:
             status = "line_search_failed"
             break
-        improvement = cost - c_try
         xs, us, cost, terms, defects, forces, taus = (
             xs_try,
             us_try,
@@ -321,10 +320,10 @@ def solve_fddp(
             )
         if callback is not None:
             callback(record)
-        if abs(dV1) < tolerance * (1.0 + abs(cost)) and gaps < defect_tolerance and alpha == 1.0:
-            status = "converged"
-            break
-        if abs(improvement) < 1e-9 * (1.0 + abs(cost)) and gaps < defect_tolerance:
+        # Converged: a full Gauss-Newton step was taken, barely regularised, predicting a
+        # negligible change, on a feasible trajectory.
+        if (alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance
+                and abs(dV1) < tolerance * (1.0 + abs(cost))):
             status = "converged"
             break
         if time_budget is not None and time.perf_counter() - start > time_budget:

@@ -293,7 +293,7 @@ def running_residuals(
     stance = ref_t.stance
     weight = model.total_mass * 9.81
     n_stance = jnp.maximum(jnp.sum(stance), 1.0)
-    nominal = stance[:, None] * jnp.array([0.0, 0.0, 1.0]) * (weight / n_stance)
+    nominal = stance[:, None] * jnp.array([[0.0, 0.0, 1.0]]) * (weight / n_stance)
     tau_max = jnp.asarray(model.effort_limit)[nvb:]
     lo = jnp.asarray(model.lower_position_limit)[nqb:]
     hi = jnp.asarray(model.upper_position_limit)[nqb:]

@@ -93,7 +93,9 @@ def solve(
         return _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose)
     from .ipopt import solve_ipopt
 
-    return solve_ipopt(problem, xs, us, max_iterations=max_iterations, verbose=verbose)
+    # single shooting: IPOPT starts from the rollout of the controls, as FDDP does
+    xs_in = xs if shooting == "multiple" else None
+    return solve_ipopt(problem, xs_in, us, max_iterations=max_iterations, verbose=verbose)
 
 
 def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):

@@ -1,0 +1,173 @@
+"""Trajectory optimisation: solver derivatives, solver behaviour, persistence and bad inputs.
+
+The end-to-end trot acceptance tests live in `test_trajopt_gaits.py`.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import contact
+from trajopt import fddp
+from trajopt import problem as P
+from trajopt.gaits import make_problem
+from trajopt.solve import initial_guess, solve
+from trajopt.trajectory import Trajectory
+
+
+@pytest.fixture(scope="module")
+def short_problem():
+    """Solo12 trot, 3 knots of 20 ms: small enough to differentiate numerically."""
+    return make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.02, substeps=2)
+
+
+@pytest.fixture(scope="module")
+def short_solution(short_problem):
+    return solve(short_problem, max_iterations=3, verbose=False)
+
+
+def test_linearization_matches_central_differences(short_problem):
+    """A, B and the residual Jacobians used by FDDP against central differences in the tangent
+    space (h = 1e-6; error budget h^2 f''' + eps/h, ~1e-6 of the Jacobian's scale)."""
+    problem = short_problem
+    fn = fddp.compiled(problem)
+    data = problem.data
+    xs, us = initial_guess(problem)
+    xs, _, _ = fn.rollout(data, us)
+    t = 1
+    x, u = fddp._index(xs, t), us[t] + 0.05
+    A, B, r, Rx, Ru = (np.asarray(a) for a in fn.linearize(data, x, u, t))
+
+    @jax.jit
+    def outputs(dx, du):
+        nominal, _, _ = P.transition(problem, data, x, u)
+        xp = P.retract(problem, x, dx)
+        nxt, forces, taus = P.transition(problem, data, xp, u + du)
+        res = P.running_residuals(
+            problem, data, xp, u + du, forces, taus, P.reference_at(data.reference, t)
+        )
+        return P.local(problem, nominal, nxt), P.weighted(res, data.weights)
+
+    h = 1e-6
+    dx0, du0 = jnp.zeros(problem.nx), jnp.zeros(problem.nu)
+    for jac_next, jac_res, n, arg in ((A, Rx, problem.nx, 0), (B, Ru, problem.nu, 1)):
+        num_next, num_res = [], []
+        for i in range(n):
+            e = jnp.zeros(n).at[i].set(h)
+            plus = outputs(dx0 + e, du0) if arg == 0 else outputs(dx0, du0 + e)
+            minus = outputs(dx0 - e, du0) if arg == 0 else outputs(dx0, du0 - e)
+            num_next.append((plus[0] - minus[0]) / (2 * h))
+            num_res.append((plus[1] - minus[1]) / (2 * h))
+        for ours, num in ((jac_next, np.stack(num_next, 1)), (jac_res, np.stack(num_res, 1))):
+            err = np.max(np.abs(ours - num)) / np.max(np.abs(num))
+            assert err < 1e-5, f"Jacobian vs central differences: relative error {err:.2e}"
+    np.testing.assert_allclose(r, outputs(dx0, du0)[1], atol=1e-12)
+
+
+def test_solver_decreases_cost_and_reports_terms(short_problem, short_solution):
+    traj = short_solution
+    assert traj.status in ("converged", "max_iterations")
+    costs = [h["cost"] for h in traj.history]
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:]))
+    assert set(traj.term_costs) == set(short_problem.data.weights)
+    assert np.isclose(sum(traj.term_costs.values()), traj.cost)
+    assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.u))
+
+
+def test_solution_resimulates_open_loop(short_problem, short_solution):
+    """The knot states are what the contact simulator produces from the controls (single
+    shooting), re-simulated here with `contact.step` and the same PD, sub-step by sub-step."""
+    problem, traj = short_problem, short_solution
+    model, data = problem.model, problem.data
+    state = dynamics_state(traj.q[0], traj.v[0])
+    kp = float(data.gains[0])
+    for t in range(problem.horizon):
+        for _ in range(problem.substeps):
+            tau = jnp.clip(
+                kp * (traj.u[t] - state.q[7:]), -model.effort_limit[6:], model.effort_limit[6:]
+            )
+            state, _ = contact.step(
+                model,
+                data.params,
+                state,
+                tau,
+                contact=problem.contact,
+                num_sweeps=problem.num_sweeps,
+            )
+        np.testing.assert_allclose(state.q, traj.q[t + 1], atol=1e-9)
+
+
+def dynamics_state(q, v):
+    from dynamics import State
+
+    return State(jnp.asarray(q), jnp.asarray(v))
+
+
+def test_multiple_shooting_closes_defects(short_problem):
+    traj = solve(short_problem, shooting="multiple", max_iterations=6, verbose=False)
+    assert traj.meta["defects"] < 1e-6, "a full FDDP step closes the gaps"
+    single = solve(short_problem, max_iterations=6, verbose=False)
+    assert traj.cost < 1.05 * single.cost + 1e-6
+
+
+def test_lbfgs_reduces_cost(short_problem):
+    xs, us = initial_guess(short_problem)
+    fn = fddp.compiled(short_problem)
+    start = float(fn.evaluate(short_problem.data, fn.rollout(short_problem.data, us)[0], us)[0])
+    traj = solve(short_problem, solver="lbfgs", max_iterations=15, verbose=False)
+    assert traj.cost < 0.9 * start
+    assert traj.status in ("converged", "max_iterations", "line_search_failed")
+
+
+def test_warm_start_and_shift(short_problem, short_solution):
+    shifted = short_solution.shifted(1)
+    np.testing.assert_allclose(shifted.u[:-1], short_solution.u[1:])
+    np.testing.assert_allclose(shifted.u[-1], short_solution.u[-1])
+    warm = solve(short_problem, init=short_solution, max_iterations=2, verbose=False)
+    assert warm.cost <= short_solution.cost + 1e-9
+
+
+def test_save_load_roundtrip(tmp_path, short_solution):
+    npz, js = short_solution.save(str(tmp_path / "trot"))
+    loaded = Trajectory.load(npz)
+    np.testing.assert_array_equal(loaded.q, short_solution.q)
+    np.testing.assert_array_equal(loaded.u, short_solution.u)
+    assert loaded.status == short_solution.status
+    assert loaded.meta["robot"] == "solo12" and loaded.meta["solver"] == "fddp-single"
+    assert loaded.term_costs.keys() == short_solution.term_costs.keys()
+    with pytest.raises(FileNotFoundError):
+        Trajectory.load(str(tmp_path / "missing"))
+
+
+def test_diverging_problem_stops_with_status_and_no_nan():
+    problem = make_problem("solo12", "stand", 0.0, duration=0.04, dt=0.02, substeps=1)
+    # absurd time step: the explicit PD spring explodes to inf/NaN within the first knots
+    params = problem.data.params.replace(dt=5.0, joint_damping=0.0)
+    bad = problem.replace_data(params=params, gains=jnp.asarray([1e9, 0.0]))
+    traj = solve(bad, max_iterations=3, verbose=False)
+    assert traj.status == "diverged"
+    assert not np.any(np.isnan(traj.q)) and not np.isnan(traj.cost)
+
+
+def test_bad_inputs_give_clear_errors(short_problem):
+    with pytest.raises(ValueError, match="unknown gait 'gallop'; available gaits: stand"):
+        make_problem("go2", "gallop")
+    with pytest.raises(ValueError, match="duration must be positive"):
+        make_problem("go2", "trot", duration=-1.0)
+    with pytest.raises(ValueError, match="horizon must be a positive number of knots"):
+        short_problem.replace(horizon=-3)
+    x0 = short_problem.data.x0
+    nan_x0 = dataclasses.replace(x0, q=x0.q.at[0].set(jnp.nan))
+    with pytest.raises(ValueError, match="initial state q contains NaN"):
+        short_problem.replace_data(x0=nan_x0)
+    model = short_problem.model
+    no_torque = model.replace(effort_limit=np.zeros(model.nv))
+    with pytest.raises(ValueError, match="infeasible torque bounds"):
+        short_problem.replace(model=no_torque)
+    with pytest.raises(ValueError, match="unknown cost terms"):
+        short_problem.replace_data(weights={"happiness": 1.0})
+    with pytest.raises(ValueError, match="solver must be one of"):
+        solve(short_problem, solver="magic")
