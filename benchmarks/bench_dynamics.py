@@ -153,7 +153,9 @@ def jax_jac_layouts(model, few: bool):
         "lax.map(jacrev)": (
             lambda Q, V, T: jax.lax.map(lambda a: jac_rev(*a), (Q, V, T)), jac_rev, big
         ),
-        "vmap(jacrev)": (jax.vmap(jac_rev), None, big),
+        # vmap(jacrev) at batch 1024 hung (a process asleep on a futex, no CPU) in two full
+        # runs here, and alone it took about 530 us/state against about 90 at batch 64
+        "vmap(jacrev)": (jax.vmap(jac_rev), None, 64),
     }
     if few:
         return layouts
@@ -434,7 +436,7 @@ def render(rows: list[Row], s: Settings) -> str:
         f"- Versions: jax {jax.__version__}, jaxlib {jax.lib.__version__ if hasattr(jax.lib, '__version__') else jax.__version__}, "  # noqa: E501
         f"pin {pin.__version__}, casadi {ca.__version__}, numpy {np.__version__}",
         f"- 1-minute load average at start / end: {s.load_start:.2f} / {s.load_end:.2f} "
-        "(above about 1 other processes shared the 2 cores and times are inflated)",
+        "(above about 2, other processes shared the 2 cores and times are inflated)",
         f"- Robot: {s.robot}; {s.repeats} repeats, median of the per-call mean; "
         "per state = per call / batch; ratio = per state / Pinocchio single call "
         "(`aba` for forward dynamics, `computeABADerivatives` for Jacobians). "

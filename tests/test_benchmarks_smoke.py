@@ -1,0 +1,34 @@
+"""The dynamics benchmark script runs end to end (smallest settings); timings are not asserted."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dynamics.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_dynamics", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_dynamics_quick(tmp_path):
+    bench = _load()
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# Benchmarks\n\n## Other section\n\nkept\n")
+    rows = bench.main(["--quick", "--robot", "solo12", "--repeats", "1", "--output", str(out)])
+    groups = {r.group for r in rows}
+    assert {"pinocchio", "jax fd", "jax jac", "casadi"} <= groups
+    for r in rows:
+        assert math.isfinite(r.per_call_us) and r.per_call_us > 0
+        # every variant computes the same quantity as Pinocchio (loose: float64, any layout)
+        assert r.max_err < 1e-6, (r.variant, r.max_err)
+    text = out.read_text()
+    assert bench.SECTION in text and "## Other section" in text and "kept" in text
+    # rewriting replaces the section in place instead of appending a second copy
+    bench.write_section(out, bench.render(rows, bench.parse_args(["--quick"])))
+    assert out.read_text().count(bench.SECTION) == 1
