@@ -75,6 +75,7 @@ def test_bench_trajopt_tiny(tmp_path, allow_rank_promotion):
             "solve_s_median": 0.06,
             "solve_cpu_s_median": 0.06,
             "per_iteration_s_median": 0.0085,
+            "per_iteration_cpu_s": 0.0085,
             "linearisation_s_median": 0.005,
             "cost": 333.0,
             "versions": {"crocoddyl": "x", "pinocchio": "y", "numpy": "z", "python": "3"},
