@@ -144,12 +144,19 @@ def test_save_load_roundtrip(tmp_path, short_solution):
 
 def test_diverging_problem_stops_with_status_and_no_nan():
     problem = make_problem("solo12", "stand", 0.0, duration=0.04, dt=0.02, substeps=1)
-    # absurd time step: the explicit PD spring explodes to inf/NaN within the first knots
+    # A simulation that produces NaN from the first knot (a NaN joint damping poisons the
+    # mass matrix): the solver stops at once with "diverged" and hands back finite arrays.
+    nan_params = problem.data.params.replace(joint_damping=jnp.asarray(jnp.nan))
+    traj = solve(problem.replace_data(params=nan_params), max_iterations=3, verbose=False)
+    assert traj.status == "diverged"
+    assert np.all(np.isfinite(traj.q)) and not np.isnan(traj.cost)
+    # An absurd time step with huge gains: whatever the solver manages, nothing is NaN.
     params = problem.data.params.replace(dt=5.0, joint_damping=0.0)
     bad = problem.replace_data(params=params, gains=jnp.asarray([1e9, 0.0]))
     traj = solve(bad, max_iterations=3, verbose=False)
-    assert traj.status == "diverged"
-    assert not np.any(np.isnan(traj.q)) and not np.isnan(traj.cost)
+    assert traj.status in ("diverged", "line_search_failed", "max_iterations", "converged")
+    assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.u))
+    assert not np.isnan(traj.cost)
 
 
 def test_bad_inputs_give_clear_errors(short_problem):
