@@ -174,12 +174,14 @@ def load_robot(
     if spec is not None and spec.velocity_limit is not None:
         velocity = np.array(pm.velocityLimit, dtype=float)
         velocity[6:] = spec.velocity_limit
+    # Standing pose: the SRDF's joints (neutral joints for URDFs), with the base height set so
+    # that the lowest foot sphere touches z = 0 (ANYmal C's SRDF pose has its feet 3.4 cm
+    # below the ground with the 3 cm foot sphere; Go2's and Solo12's are within 0.5 mm).
     q_standing = np.array(robot.q_standing, dtype=float)
-    if spec is None:  # neutral joints, base lifted so that the feet touch z = 0
-        radii = np.broadcast_to(np.asarray(foot_radius, float), (len(foot_names),))
-        frames = [pm.getFrameId(f) for f in foot_names if pm.existFrame(f)]
-        if len(frames) == len(foot_names):
-            q_standing[2] = _standing_height(pm, q_standing, frames, radii)
+    radii = np.broadcast_to(np.asarray(foot_radius, float), (len(foot_names),))
+    frames = [pm.getFrameId(f) for f in foot_names if pm.existFrame(f)]
+    if len(frames) == len(foot_names):
+        q_standing[2] = _standing_height(pm, q_standing, frames, radii)
     return model_from_pinocchio(
         pm,
         name=robot.name,

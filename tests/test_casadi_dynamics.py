@@ -58,7 +58,7 @@ def test_casadi_jacobians_match_jax(model, random_states, argument):
     q, v, tau = (x[:5] for x in random_states)
     fd = casadi_forward_dynamics(model)
     sym = [ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("tau", model.nv)]
-    jac_fn = ca.Function("jac", sym, [ca.jacobian(fd(*sym), sym[argument])])
+    jac_fn = ca.Function("dqdd", sym, [ca.jacobian(fd(*sym), sym[argument])])
     jax_jac = jax.jit(
         jax.vmap(jax.jacfwd(lambda *a: dynamics.forward_dynamics(model, *a), argnums=argument))
     )

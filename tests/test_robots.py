@@ -30,8 +30,9 @@ def test_model_contents(model, pin_model):
 def test_standing_pose_puts_feet_on_the_ground(model):
     _, feet = dynamics.frame_placements(model, model.q_standing, model.foot_names)
     heights = np.asarray(feet[:, 2]) - np.asarray(model.foot_radius)
-    # SRDF standing poses are set by hand: feet within 2.5 cm of z = 0, none far below it
-    assert np.all(np.abs(heights) < 0.025), heights
+    # the lowest foot sphere touches z = 0 and the others are within 1 cm of the ground
+    assert np.isclose(np.min(heights), 0.0, atol=1e-9), heights
+    assert np.all(heights < 0.01), heights
 
 
 def test_model_is_a_pytree_with_static_structure(model):

@@ -142,8 +142,8 @@ def test_save_load_roundtrip(tmp_path, short_solution):
         Trajectory.load(str(tmp_path / "missing"))
 
 
-def test_diverging_problem_stops_with_status_and_no_nan():
-    problem = make_problem("solo12", "stand", 0.0, duration=0.04, dt=0.02, substeps=1)
+def test_diverging_problem_stops_with_status_and_no_nan(short_problem):
+    problem = short_problem  # shares its compiled functions
     # A simulation that produces NaN from the first knot (a NaN joint damping poisons the
     # mass matrix): the solver stops at once with "diverged" and hands back finite arrays.
     nan_params = problem.data.params.replace(joint_damping=jnp.asarray(jnp.nan))
