@@ -35,3 +35,13 @@ def test_inspect_robot_example(tmp_path):
     )
     assert summary["max_abs_error_jax_vs_pinocchio_aba"] < 1e-8
     assert (tmp_path / "solo12_summary.json").exists()
+
+
+def test_solve_trot_example(tmp_path):
+    traj, summary = _load("solve_trot").main(
+        ["--robot", "solo12", "--velocity", "0.3", "--duration", "0.06", "--iterations", "2",
+         "--out", str(tmp_path), "--quiet"]
+    )
+    assert (tmp_path / "trot_solo12.npz").exists() and (tmp_path / "trot_solo12.json").exists()
+    assert summary["status"] in ("converged", "max_iterations")
+    assert np.all(np.isfinite(traj.q))

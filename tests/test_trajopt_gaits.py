@@ -31,7 +31,7 @@ def diagonal_pattern(force, threshold=1.0):
 def solved_trot(request):
     robot = request.param
     problem = make_problem(robot, "trot", CASES[robot], duration=0.8, dt=0.02, substeps=2)
-    traj = solve(problem, max_iterations=25, verbose=False)
+    traj = solve(problem, max_iterations=40, verbose=False)
     return problem, traj
 
 
