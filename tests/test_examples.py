@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 
@@ -39,9 +40,50 @@ def test_inspect_robot_example(tmp_path):
 
 def test_solve_trot_example(tmp_path):
     traj, summary = _load("solve_trot").main(
-        ["--robot", "solo12", "--velocity", "0.3", "--duration", "0.06", "--iterations", "2",
-         "--out", str(tmp_path), "--quiet"]
+        [
+            "--robot",
+            "solo12",
+            "--velocity",
+            "0.3",
+            "--duration",
+            "0.06",
+            "--iterations",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
     )
     assert (tmp_path / "trot_solo12.npz").exists() and (tmp_path / "trot_solo12.json").exists()
     assert summary["status"] in ("converged", "max_iterations")
     assert np.all(np.isfinite(traj.q))
+
+
+def test_solve_all_gaits_example(tmp_path):
+    rows = _load("solve_all_gaits").main(
+        ["--robot", "solo12", "--duration", "0.06", "--iterations", "1", "--out", str(tmp_path)]
+    )
+    assert set(rows) == {"stand", "walk", "trot", "pace", "bound", "pronk", "turn"}
+    assert all(np.isfinite(r["cost"]) for r in rows.values())
+    assert (tmp_path / "pronk_solo12.npz").exists()
+
+
+@pytest.mark.slow
+def test_compare_contact_models_example(tmp_path):
+    table = _load("compare_contact_models").main(
+        [
+            "--robot",
+            "solo12",
+            "--velocity",
+            "0.3",
+            "--duration",
+            "0.06",
+            "--iterations",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert set(table) == {"hard", "smooth", "penalty"}
+    for row in table.values():
+        assert set(row["speed_in"]) == {"hard", "smooth", "penalty"}
