@@ -54,7 +54,7 @@ ROBOT_GAIT_SCALE = {
 }
 
 DEFAULT_WEIGHTS = {
-    "base_linear_velocity": 5.0,
+    "base_linear_velocity": 20.0,
     "base_angular_velocity": 0.5,
     "base_height": 200.0,
     "base_orientation": 50.0,
