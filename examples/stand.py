@@ -35,8 +35,9 @@ def initial_state(model, slope: float, drop: float) -> dynamics.State:
     return dynamics.State(jnp.asarray(q), jnp.zeros(model.nv))
 
 
-def run(robot="go2", contact_model="hard", seconds=3.0, dt=0.002, slope_deg=0.0, drop=0.2,
-        friction=0.8):
+def run(
+    robot="go2", contact_model="hard", seconds=3.0, dt=0.002, slope_deg=0.0, drop=0.2, friction=0.8
+):
     model = dynamics.load_robot(robot)
     slope = np.deg2rad(slope_deg)
     params = contact.StepParams(terrain=contact.incline(slope, friction=friction), dt=dt)

@@ -178,3 +178,12 @@ def test_bad_inputs_give_clear_errors(short_problem):
         short_problem.replace_data(weights={"happiness": 1.0})
     with pytest.raises(ValueError, match="solver must be one of"):
         solve(short_problem, solver="magic")
+
+
+def test_progress_callback_and_timestamps(short_problem):
+    records = []
+    traj = solve(short_problem, max_iterations=2, verbose=False, callback=records.append)
+    assert len(records) == traj.iterations == len(traj.history)
+    times = [r["time"] for r in records]
+    assert all(b >= a for a, b in zip(times, times[1:]))
+    assert {"iteration", "cost", "step", "defects", "mu", "terms"} <= set(records[0])

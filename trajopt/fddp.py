@@ -306,6 +306,7 @@ def solve_fddp(
         gaps = float(np.sum(np.abs(defects)))
         record = {
             "iteration": iteration,
+            "time": time.perf_counter() - start,
             "cost": cost,
             "step": alpha,
             "defects": gaps,

@@ -66,8 +66,13 @@ def solve(
     time_budget: float | None = None,
     tolerance: float = 1e-4,
     verbose: bool = True,
+    callback=None,
 ) -> Trajectory:
-    """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped."""
+    """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
+
+    `callback(record)` (FDDP) is called after every accepted iteration with its history record
+    (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
+    """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if shooting not in SHOOTING:
@@ -85,6 +90,7 @@ def solve(
             time_budget=time_budget,
             tolerance=tolerance,
             verbose=verbose,
+            callback=callback,
         )
         return fddp.to_trajectory(problem, xs, us, info, f"fddp-{shooting}")
     if solver == "lbfgs":
