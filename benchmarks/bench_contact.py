@@ -37,7 +37,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +55,9 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 import contact  # noqa: E402
 import dynamics  # noqa: E402
 from controllers.pd import default_gains, standing_controller  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import markdown_report  # noqa: E402  (a sibling script module)
 
 SECTION = "## Contact step (issue 3)"
 CONTACTS = ("hard", "smooth", "penalty")
@@ -422,13 +424,7 @@ def fmt_row(r: Row) -> str:
 
 # ----------------------------------------------------------------------------- report
 def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    return markdown_report.cpu_name()
 
 
 def _versions() -> str:
@@ -563,17 +559,8 @@ def render(rows: list[Row], s: Settings) -> str:
 
 
 def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's section in `path`, keeping every other `## ` section.
-
-    The file is read right before writing, so sections written meanwhile by other scripts
-    survive."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new.rstrip("\n") + "\n")
+    """Replace (or append) this script's section of `path` (see markdown_report)."""
+    markdown_report.replace_section(path, SECTION, text)
 
 
 def _csv(kind):

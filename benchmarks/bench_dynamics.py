@@ -24,7 +24,6 @@ import argparse
 import datetime
 import os
 import platform
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,9 @@ import pinocchio as pin
 
 import dynamics
 from dynamics.casadi_functions import casadi_forward_dynamics
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import markdown_report  # noqa: E402  (a sibling script module)
 
 SECTION = "## Rigid-body dynamics (issue 2)"
 REPO = Path(__file__).resolve().parents[1]
@@ -382,13 +384,7 @@ def run(s: Settings, log=print) -> list[Row]:
 
 # ----------------------------------------------------------------------------- report
 def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return markdown_report.cpu_name()
 
 
 def _best(rows, group, reference, batch, dtype=None):
@@ -467,14 +463,8 @@ def render(rows: list[Row], s: Settings) -> str:
 
 
 def write_section(path: Path, text: str) -> None:
-    """Replace (or append) the section in `path`, keeping every other `## ` section."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new.rstrip("\n") + "\n")
+    """Replace (or append) this script's section of `path` (see markdown_report)."""
+    markdown_report.replace_section(path, SECTION, text)
 
 
 def parse_args(argv=None) -> Settings:

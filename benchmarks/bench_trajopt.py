@@ -45,13 +45,15 @@ import datetime
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import markdown_report  # noqa: E402  (a sibling script module)
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -287,13 +289,7 @@ def run_ours(horizon: int, s) -> dict:
 
 # ----------------------------------------------------------------------------- report
 def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    return markdown_report.cpu_name()
 
 
 def _versions() -> str:
@@ -543,15 +539,8 @@ def targets(results: dict, s) -> list[str]:
 
 
 def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this script's section in `path`, keeping every other `## ` section.
-    The file is read right before writing."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new.rstrip("\n") + "\n")
+    """Replace (or append) this script's section of `path` (see markdown_report)."""
+    markdown_report.replace_section(path, SECTION, text)
 
 
 def crocoddyl_runs(results: dict, s, when: str) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -43,6 +42,9 @@ import numpy as np
 
 from contact import StepParams, simulate
 from dynamics import State, free_body
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import markdown_report  # noqa: E402  (a sibling script module)
 
 SECTION = "## Smooth contact: kappa trade-off (issue 3)"
 REPO = Path(__file__).resolve().parents[1]
@@ -243,14 +245,8 @@ def render(rows: list[Row], s: Settings) -> str:
 
 
 def write_section(path: Path, text: str) -> None:
-    """Replace (or append) the section in `path`, keeping every other `## ` section."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new.rstrip("\n") + "\n")
+    """Replace (or append) this script's section of `path` (see markdown_report)."""
+    markdown_report.replace_section(path, SECTION, text)
 
 
 def parse_args(argv=None) -> Settings:

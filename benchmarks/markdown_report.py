@@ -1,0 +1,32 @@
+"""Shared by the benchmark scripts: the machine's CPU name and in-place section rewriting of
+BENCHMARKS.md (each script owns one `## ` section; the others are kept)."""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (or the platform's processor string)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def replace_section(path: Path, heading: str, text: str) -> None:
+    """Replace (or append) the section starting with the line `heading` in `path` by `text`,
+    keeping every other `## ` section. The file is read right before writing, so sections
+    written meanwhile by other scripts survive."""
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda _: text + "\n", old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.write_text(new.rstrip("\n") + "\n")
