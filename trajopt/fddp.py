@@ -271,12 +271,15 @@ def solve_fddp(
         A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
         rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs, T)))
         accepted = False
+        first_expected = None  # the model's predicted change at the least regularisation
         while not accepted and mu < 1e10:
             bp = backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu)
             if bp is None:
                 mu *= 10.0
                 continue
             k, K, dV1, dV2 = bp
+            if first_expected is None:
+                first_expected = abs(dV1)
             merit_old = _merit(cost, defects)
             for alpha in ALPHAS:
                 xs_try, us_try = fn.forward(data, xs, us, k, K, defects, alpha)
@@ -291,7 +294,13 @@ def solve_fddp(
             if not accepted:
                 mu *= 10.0
         if not accepted:
-            status = "line_search_failed"
+            # No step decreases the merit. At a (possibly non-smooth) minimum of a feasible
+            # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.
+            stationary = first_expected is not None and first_expected < tolerance * (
+                1.0 + abs(cost)
+            )
+            feasible = float(np.sum(np.abs(defects))) < defect_tolerance
+            status = "converged" if stationary and feasible else "line_search_failed"
             break
         xs, us, cost, terms, defects, forces, taus = (
             xs_try,
@@ -323,8 +332,12 @@ def solve_fddp(
             callback(record)
         # Converged: a full Gauss-Newton step was taken, barely regularised, predicting a
         # negligible change, on a feasible trajectory.
-        if (alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance
-                and abs(dV1) < tolerance * (1.0 + abs(cost))):
+        if (
+            alpha == 1.0
+            and mu <= 1e-4
+            and gaps < defect_tolerance
+            and abs(dV1) < tolerance * (1.0 + abs(cost))
+        ):
             status = "converged"
             break
         if time_budget is not None and time.perf_counter() - start > time_budget:
