@@ -120,6 +120,10 @@ def test_lbfgs_reduces_cost(short_problem):
     traj = solve(short_problem, solver="lbfgs", max_iterations=15, verbose=False)
     assert traj.cost < 0.9 * start
     assert traj.status in ("converged", "max_iterations", "line_search_failed")
+    # a spent time budget stops at the last accepted iterate, with its status
+    timed = solve(short_problem, solver="lbfgs", max_iterations=15, time_budget=0.0, verbose=False)
+    assert timed.status == "time_budget" and timed.iterations == 1
+    assert timed.cost < start and np.all(np.isfinite(timed.u))
 
 
 def test_warm_start_and_shift(short_problem, short_solution):

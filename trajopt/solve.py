@@ -104,40 +104,52 @@ def solve(
     return solve_ipopt(problem, xs_in, us, max_iterations=max_iterations, verbose=verbose)
 
 
+def _lbfgs_value_and_grad(fn: fddp.Compiled, shape):
+    """Jitted `(data, u_flat) -> (cost, gradient)` of the single-shooting cost, cached with the
+    problem structure's other compiled functions."""
+    if getattr(fn, "lbfgs_value_and_grad", None) is None:
+
+        def total(data, u_flat):
+            u = u_flat.reshape(shape)
+            xs, _, _ = fn.rollout(data, u)
+            return fn.evaluate(data, xs, u)[0]
+
+        fn.lbfgs_value_and_grad = jax.jit(jax.value_and_grad(total, argnums=1))
+    return fn.lbfgs_value_and_grad
+
+
 def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     from scipy.optimize import minimize
 
     fn = fddp.compiled(problem)
     data = problem.data
     shape = us.shape
-
-    def total(u_flat):
-        u = u_flat.reshape(shape)
-        xs, _, _ = fn.rollout(data, u)
-        return fn.evaluate(data, xs, u)[0]
-
-    value_and_grad = jax.jit(jax.value_and_grad(total))
+    value_and_grad = _lbfgs_value_and_grad(fn, shape)
     start = time.perf_counter()
     history = []
     status = {"value": "max_iterations"}
+    last = {"x": np.asarray(us, dtype=float).ravel()}
 
     def fun(x):
-        c, g = value_and_grad(jnp.asarray(x))
+        c, g = value_and_grad(data, jnp.asarray(x))
         c, g = float(c), np.asarray(g, dtype=float)
         if not np.isfinite(c) or not np.all(np.isfinite(g)):
             return np.inf, np.zeros_like(g)  # rejected by the line search, never a NaN
         return c, g
 
     def callback(xk):
-        c = float(total(jnp.asarray(xk)))
-        history.append({"iteration": len(history) + 1, "cost": c})
+        last["x"] = np.array(xk)
+        c = float(value_and_grad(data, jnp.asarray(xk))[0])
+        history.append(
+            {"iteration": len(history) + 1, "time": time.perf_counter() - start, "cost": c}
+        )
         if verbose:
             print(f"{len(history):>4} {c:>12.5g}")
         if time_budget is not None and time.perf_counter() - start > time_budget:
             status["value"] = "time_budget"
             raise StopIteration
 
-    c0, _ = fun(np.asarray(us).ravel())
+    c0, _ = fun(last["x"])
     if not np.isfinite(c0):
         xs, _, _ = fn.rollout(data, us)
         info = _info(fn, data, xs, us, "diverged", 0, history, start)
@@ -145,7 +157,7 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     try:
         res = minimize(
             fun,
-            np.asarray(us).ravel(),
+            last["x"],
             jac=True,
             method="L-BFGS-B",
             callback=callback,
@@ -156,15 +168,12 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
             status["value"] = "converged"
         elif "ABNORMAL" in str(res.message):
             status["value"] = "line_search_failed"
-    except StopIteration:
-        x = np.asarray(us).ravel() if not history else x_last["value"]
+    except StopIteration:  # the time budget ran out: keep the last accepted iterate
+        x = last["x"]
     u = jnp.asarray(x).reshape(shape)
     xs, _, _ = fn.rollout(data, u)
     info = _info(fn, data, xs, u, status["value"], len(history), history, start)
     return fddp.to_trajectory(problem, xs, u, info, "lbfgs-single")
-
-
-x_last = {"value": None}
 
 
 def _info(fn, data, xs, us, status, iterations, history, start):
