@@ -36,7 +36,6 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -428,21 +427,7 @@ def _cpu_name() -> str:
 
 
 def _versions() -> str:
-    parts = [f"Python {platform.python_version()}", f"jax {jax.__version__}"]
-    try:
-        import jaxlib
-
-        parts.append(f"jaxlib {jaxlib.__version__}")
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import mujoco
-
-        parts.append(f"mujoco {mujoco.__version__}")
-    except ImportError:  # pragma: no cover
-        pass
-    parts.append(f"numpy {np.__version__}")
-    return ", ".join(parts)
+    return markdown_report.versions("jax", "jaxlib", "mujoco", "numpy")
 
 
 def targets(rows: list[Row]) -> list[str]:
@@ -632,11 +617,7 @@ def main(argv=None) -> list[Row]:
     if s.pinned_worker:
         return rows
     text = render(rows, s)
-    print()
-    print(text)
-    if s.output is not None:
-        write_section(s.output, text)
-        print(f"wrote {s.output}")
+    markdown_report.publish(s.output, SECTION, text)
     return rows
 
 

@@ -92,8 +92,9 @@ def make_states(pin_model, n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     q0 = pin.neutral(pin_model)
     # reproducible points on the manifold: the neutral pose moved by a random tangent vector
-    qs = np.stack([pin.integrate(pin_model, q0, rng.uniform(-1.0, 1.0, pin_model.nv))
-                   for _ in range(n)])
+    qs = np.stack(
+        [pin.integrate(pin_model, q0, rng.uniform(-1.0, 1.0, pin_model.nv)) for _ in range(n)]
+    )
     vs = rng.standard_normal((n, pin_model.nv))
     taus = rng.standard_normal((n, pin_model.nv)) * 5.0
     return qs, vs, taus
@@ -153,7 +154,9 @@ def jax_jac_layouts(model, few: bool):
     big = 1 << 30
     layouts = {
         "lax.map(jacrev)": (
-            lambda Q, V, T: jax.lax.map(lambda a: jac_rev(*a), (Q, V, T)), jac_rev, big
+            lambda Q, V, T: jax.lax.map(lambda a: jac_rev(*a), (Q, V, T)),
+            jac_rev,
+            big,
         ),
         # vmap(jacrev) at batch 1024 hung (a process asleep on a futex, no CPU) in two full
         # runs here, and alone it took about 530 us/state against about 90 at batch 64
@@ -164,7 +167,9 @@ def jax_jac_layouts(model, few: bool):
     layouts.update(
         {
             "lax.map(jacfwd)": (
-                lambda Q, V, T: jax.lax.map(lambda a: jac(*a), (Q, V, T)), jac, big
+                lambda Q, V, T: jax.lax.map(lambda a: jac(*a), (Q, V, T)),
+                jac,
+                big,
             ),
             # vmap of jacfwd scales badly (ENVIRONMENT.md): time it at small batches only
             "vmap(jacfwd)": (jax.vmap(jac), None, 64),
@@ -389,8 +394,11 @@ def _cpu_name() -> str:
 
 def _best(rows, group, reference, batch, dtype=None):
     cands = [
-        r for r in rows
-        if r.group == group and r.reference == reference and r.batch == batch
+        r
+        for r in rows
+        if r.group == group
+        and r.reference == reference
+        and r.batch == batch
         and (dtype is None or r.dtype == dtype)
     ]
     return min(cands, key=lambda r: r.per_state_us) if cands else None
@@ -470,12 +478,19 @@ def write_section(path: Path, text: str) -> None:
 def parse_args(argv=None) -> Settings:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--robot", default="go2", choices=dynamics.available_robots())
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: tiny batches, float64 ABA only, one Jacobian layout")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: tiny batches, float64 ABA only, one Jacobian layout",
+    )
     p.add_argument("--batches", type=str, default=None, help="comma list, e.g. 1,64,1024")
     p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--output", type=str, default=str(REPO / "BENCHMARKS.md"),
-                   help="markdown file to update ('' to skip)")
+    p.add_argument(
+        "--output",
+        type=str,
+        default=str(REPO / "BENCHMARKS.md"),
+        help="markdown file to update ('' to skip)",
+    )
     a = p.parse_args(argv)
     s = Settings(robot=a.robot, quick=a.quick)
     if a.quick:
@@ -496,11 +511,7 @@ def main(argv=None) -> list[Row]:
     s = parse_args(argv)
     rows = run(s)
     text = render(rows, s)
-    print()
-    print(text)
-    if s.output is not None:
-        write_section(s.output, text)
-        print(f"wrote {s.output}")
+    markdown_report.publish(s.output, SECTION, text)
     return rows
 
 

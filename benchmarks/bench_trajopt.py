@@ -44,7 +44,6 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -293,18 +292,7 @@ def _cpu_name() -> str:
 
 
 def _versions() -> str:
-    import jax
-    import numpy as np
-
-    parts = [f"Python {platform.python_version()}", f"jax {jax.__version__}"]
-    try:
-        import jaxlib
-
-        parts.append(f"jaxlib {jaxlib.__version__}")
-    except ImportError:  # pragma: no cover
-        pass
-    parts.append(f"numpy {np.__version__}")
-    return ", ".join(parts)
+    return markdown_report.versions("jax", "jaxlib", "numpy")
 
 
 def _ms(x):

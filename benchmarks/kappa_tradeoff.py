@@ -277,11 +277,7 @@ def main(argv=None) -> list[Row]:
     s = parse_args(argv)
     rows = run(s)
     text = render(rows, s)
-    print()
-    print(text)
-    if s.output is not None:
-        write_section(s.output, text)
-        print(f"wrote {s.output}")
+    markdown_report.publish(s.output, SECTION, text)
     return rows
 
 

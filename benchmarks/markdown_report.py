@@ -1,8 +1,9 @@
-"""Shared by the benchmark scripts: the machine's CPU name and in-place section rewriting of
-BENCHMARKS.md (each script owns one `## ` section; the others are kept)."""
+"""Shared by the benchmark scripts: the machine's CPU name, package versions, and in-place
+section rewriting of BENCHMARKS.md (each script owns one `## ` section; the others are kept)."""
 
 from __future__ import annotations
 
+import importlib
 import platform
 import re
 from pathlib import Path
@@ -30,3 +31,23 @@ def replace_section(path: Path, heading: str, text: str) -> None:
     else:
         new = old.rstrip("\n") + "\n\n" + text
     path.write_text(new.rstrip("\n") + "\n")
+
+
+def versions(*modules: str) -> str:
+    """`"Python 3.11.7, jax 0.10.2, ..."` for the importable ones of `modules`."""
+    parts = [f"Python {platform.python_version()}"]
+    for name in modules:
+        try:
+            parts.append(f"{name} {importlib.import_module(name).__version__}")
+        except ImportError:  # pragma: no cover
+            pass
+    return ", ".join(parts)
+
+
+def publish(path: Path | None, heading: str, text: str) -> None:
+    """Print the rendered section and, unless `path` is None, write it into `path`."""
+    print()
+    print(text)
+    if path is not None:
+        replace_section(path, heading, text)
+        print(f"wrote {path}")
