@@ -7,7 +7,6 @@ omega in base]`: `v = T qvel` with `T = blockdiag(R^T, I, I)`. Hence `M_mj = T^T
 
 import xml.etree.ElementTree as ET
 
-import jax
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -45,13 +44,9 @@ def mj(model):
 
 
 @pytest.fixture(scope="module")
-def states(model):
-    keys = jax.random.split(jax.random.PRNGKey(7), N_STATES)
-    q = np.asarray(jax.vmap(lambda k: dynamics.random_configuration(model, k))(keys))
-    rng = np.random.default_rng(1)
-    v = rng.normal(size=(N_STATES, model.nv))
-    tau = rng.normal(size=(N_STATES, model.nv)) * 5.0
-    return q, v, tau
+def states(random_states):
+    """The first `N_STATES` of the session's random states (conftest)."""
+    return tuple(x[:N_STATES] for x in random_states)
 
 
 def _full_mass_matrix(m, d):
