@@ -26,6 +26,8 @@ from .terrain import (
     plane,
     signed_distance,
     steps,
+    terrain_from_dict,
+    terrain_to_dict,
 )
 
 __all__ = [
@@ -54,4 +56,6 @@ __all__ = [
     "solve_impulses",
     "step",
     "steps",
+    "terrain_from_dict",
+    "terrain_to_dict",
 ]

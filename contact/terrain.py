@@ -316,3 +316,35 @@ def contact_frame(normal):
     t1 = jnp.stack([1.0 - a * nx * nx, -a * nx * ny, -nx])
     t2 = jnp.stack([-a * nx * ny, 1.0 - a * ny * ny, -ny])
     return jnp.stack([t1, t2, normal], axis=-1)
+
+
+# ----------------------------------------------------------------------------- serialisation
+_KINDS = {cls.kind: cls for cls in (Plane, Steps, Heightfield)}
+
+
+def terrain_to_dict(terrain: Terrain) -> dict:
+    """A JSON-able description `{"kind": ..., <leaf>: float or nested list}` of a terrain."""
+    import dataclasses
+
+    import numpy as np
+
+    out = {"kind": terrain.kind}
+    for f in dataclasses.fields(terrain):
+        value = np.asarray(getattr(terrain, f.name), dtype=float)
+        out[f.name] = value.tolist()
+    return out
+
+
+def terrain_from_dict(description: dict) -> Terrain:
+    """Inverse of `terrain_to_dict`; raises `ValueError` naming the unknown kind or field."""
+    import dataclasses
+
+    kind = description.get("kind")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown terrain kind {kind!r}; expected one of {sorted(_KINDS)}")
+    cls = _KINDS[kind]
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in description]
+    if missing:
+        raise ValueError(f"terrain description of kind {kind!r} lacks fields {missing}")
+    return cls(**{n: jnp.asarray(description[n], dtype=jnp.result_type(float)) for n in names})

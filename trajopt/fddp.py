@@ -383,5 +383,26 @@ def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
             "num_sweeps": problem.num_sweeps,
             "wall_time_s": info["wall_time"],
             "defects": info["defects"],
+            **problem_description(problem),
         },
     )
+
+
+def problem_description(problem: P.Problem) -> dict:
+    """JSON-able terrain and references of a problem, kept with a solved trajectory so viewers
+    and plots can show the ground and the commanded motion: `terrain` (see
+    `contact.terrain_to_dict`), `reference` {base_velocity (T+1, 3) `[v_x, v_y, yaw_rate]` in
+    the base frame, base_height (T+1,), stance (T+1, nfeet)}, `foot_names`, `foot_radius`."""
+    from contact import terrain_to_dict
+
+    ref = problem.data.reference
+    return {
+        "terrain": terrain_to_dict(problem.data.params.terrain),
+        "reference": {
+            "base_velocity": np.asarray(ref.base_velocity).tolist(),
+            "base_height": np.asarray(ref.base_height).tolist(),
+            "stance": np.asarray(ref.stance).tolist(),
+        },
+        "foot_names": list(problem.model.foot_names),
+        "foot_radius": float(np.asarray(problem.model.foot_radius).max()),
+    }
