@@ -1,0 +1,63 @@
+"""A full-state planner (MPC) as a `Controller`.
+
+    controller = StateFeedbackController(mpc, joint_map)     # mpc: controllers.mpc.MPC
+
+The planner is duck-typed, the shape of `controllers.mpc.MPC`:
+
+    planner.reset(state)                       # first solve (compile) from a dynamics.State
+    q_target = planner.update(state, t)        # (nu,) joint PD targets for the next period
+    planner.set_command(vx, vy, yaw_rate)      # optional: the operator's velocity command
+
+The adapter builds the model's `State(q, v)` from the measurement (`state_from_measurement`:
+base position and velocity must be measured or estimated), forwards the `VelocityCommand`
+when it changed, and sends `q_target` with the gains given here, `qd* = 0`, `tau_ff = 0`, the
+same PD the planner's model assumes between updates. A planner that raises or returns
+non-finite targets makes the safety layer hold, then damp (see `Controller`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from dynamics.configuration import State
+
+from .interface import (
+    JointCommand,
+    JointMap,
+    Measurement,
+    VelocityCommand,
+    state_from_measurement,
+)
+
+
+def measured_state(measurement: Measurement) -> State:
+    """The model's `State(q (nq,), v (nv,))` of a full-state measurement (JAX arrays)."""
+    q, v = state_from_measurement(measurement)
+    return State(jnp.asarray(q), jnp.asarray(v))
+
+
+class StateFeedbackController:
+    """`Controller` around a planner with `reset(state)`, `update(state, t) -> q_target`."""
+
+    def __init__(self, planner, joint_map: JointMap, kp=None, kd=None):
+        self.planner = planner
+        self.joint_map = joint_map
+        self.kp = joint_map.kp_default if kp is None else kp
+        self.kd = joint_map.kd_default if kd is None else kd
+        self.command: VelocityCommand | None = None
+
+    def reset(self, measurement: Measurement) -> None:
+        self.command = None
+        self.planner.reset(measured_state(measurement))
+
+    def __call__(
+        self, measurement: Measurement, t: float, command: VelocityCommand
+    ) -> JointCommand:
+        if command != self.command and hasattr(self.planner, "set_command"):
+            self.planner.set_command(command.vx, command.vy, command.yaw_rate)
+        self.command = command
+        q_target = np.asarray(self.planner.update(measured_state(measurement), t), dtype=float)
+        return JointCommand.create(
+            q_target, self.kp, self.kd, nu=self.joint_map.nu, timestamp=measurement.timestamp
+        )
