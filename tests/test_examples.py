@@ -87,3 +87,27 @@ def test_compare_contact_models_example(tmp_path):
     assert set(table) == {"hard", "smooth", "penalty"}
     for row in table.values():
         assert set(row["speed_in"]) == {"hard", "smooth", "penalty"}
+
+
+def test_deploy_mujoco_example(tmp_path):
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_mujoco").main(["--seconds", "1.5", "--out", str(tmp_path)])
+    assert 0.31 < summary["min_base_height_m"] and summary["settled_base_height_m"] < 0.34
+    assert summary["safety_mode"] == "normal" and summary["watchdog_trips"] == []
+    assert summary["timing"]["controller"]["ticks"] == 75
+    assert (tmp_path / "deploy_mujoco_go2.npz").exists()
+    # the watchdog demonstration: commands stop, the drivers damp the robot
+    summary = _load("deploy_mujoco").main(
+        ["--seconds", "1.5", "--stop-commands-at", "1.2", "--out", str(tmp_path)]
+    )
+    assert len(summary["watchdog_trips"]) == 1 and summary["safety_mode"] == "damping"
+
+
+def test_deploy_network_example(tmp_path):
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_network").main(["--seconds", "1.5", "--out", str(tmp_path)])
+    assert 0.31 < summary["min_base_height_m"] and summary["settled_base_height_m"] < 0.34
+    assert summary["robot_side"]["mode"] == "ACTIVE"
+    assert summary["robot_side"]["driver"]["accepted"] > 200
+    assert summary["robot_process_exit_code"] == 0  # it was shut down, not left running
+    assert (tmp_path / "deploy_network_go2.json").exists()

@@ -1,0 +1,148 @@
+"""Run a controller through the UDP transport against a robot process on loopback.
+
+    python examples/deploy_network.py --robot go2 --seconds 5 --out results
+    python examples/deploy_network.py --drop 0.1 --corrupt 0.02     # through a lossy link
+
+Starts `python -m controllers.robot_server` (a simulated robot, MuJoCo by default, in real
+time) as a subprocess, connects a `controllers.backends.udp.UdpRobot` to it (optionally
+through a `controllers.faults.UdpFaultProxy` that drops and corrupts datagrams), runs the stand
+controller through the safety layer in wall-clock time (controller thread at `--control-rate`,
+command loop at `--command-rate`), then asks the robot for its counters, shuts it down and
+prints: timing statistics (jitter, overruns, missed ticks), what each side rejected and
+counted, the safety interventions, and the base height. Saves a summary (json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+
+import numpy as np
+
+import dynamics
+from controllers import control_loop
+from controllers.backends.udp import UdpRobot
+from controllers.faults import UdpFaultProxy
+from controllers.interface import JointMap
+from controllers.pose import PoseController
+from controllers.safety import SafetyConfig, SafetyLayer
+from controllers.timing import format_summary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def robot_process(robot: str, backend: str, command_timeout: float, startup_timeout=120.0):
+    """The robot process on a free loopback port; yields `(process, port)`; always stopped."""
+    cmd = [sys.executable, "-m", "controllers.robot_server", "--robot", robot,
+           "--backend", backend, "--command-timeout", str(command_timeout),
+           "--max-command-age", str(command_timeout), "--max-lifetime", "600"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
+        if not ready:
+            raise TimeoutError("the robot process did not start")
+        yield proc, json.loads(proc.stdout.readline())["port"]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        proc.stdout.close()
+
+
+def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, command_rate=500.0,
+        drop=0.0, corrupt=0.0, timeout=0.3):  # fmt: skip
+    joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
+    config = SafetyConfig(
+        soft_start_duration=1.0, command_timeout=timeout, measurement_timeout=timeout
+    )
+    with contextlib.ExitStack() as stack:
+        proc, port = stack.enter_context(robot_process(robot_name, backend, timeout))
+        address = ("127.0.0.1", port)
+        proxy = None
+        if drop > 0 or corrupt > 0:
+            proxy = stack.enter_context(UdpFaultProxy(address))
+            for link in (proxy.to_robot, proxy.to_controller):
+                link.drop, link.corrupt = drop, corrupt
+            address = proxy.address
+        robot = UdpRobot(address, joint_map, max_measurement_age=timeout, connect_timeout=10)
+        stack.callback(robot.close)
+        result = control_loop.run(
+            robot,
+            PoseController.standing(joint_map),
+            SafetyLayer(joint_map, config),
+            duration=seconds,
+            control_dt=1.0 / control_rate,
+            command_dt=1.0 / command_rate,
+        )
+        status = robot.status(timeout=3.0)
+        robot.shutdown_robot()
+        proc.wait(timeout=10)
+    z = result.log["base_position"][:, 2]
+    z = z[np.isfinite(z)]
+    return {
+        "robot": robot_name,
+        "backend": backend,
+        "seconds": seconds,
+        "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :])),
+        "min_base_height_m": float(np.min(z)),
+        "safety_mode": result.safety.mode.value,
+        "safety_events": [
+            {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
+            for e in result.safety.events
+        ],
+        "controller_side": {"counters": dict(robot.counters), "lost_measurements": robot.lost},
+        "robot_side": status,
+        "link": None if proxy is None else proxy.counters,
+        "timing": result.timing,
+        "robot_process_exit_code": proc.returncode,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="go2", choices=dynamics.available_robots())
+    parser.add_argument("--backend", default="mujoco", choices=("mujoco", "sim"))
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--control-rate", type=float, default=50.0, help="[Hz]")
+    parser.add_argument("--command-rate", type=float, default=500.0, help="[Hz]")
+    parser.add_argument("--drop", type=float, default=0.0, help="datagram loss, each way")
+    parser.add_argument("--corrupt", type=float, default=0.0, help="corrupted datagrams")
+    parser.add_argument("--timeout", type=float, default=0.3, help="all watchdogs [s]")
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    summary = run(args.robot, args.seconds, args.backend, args.control_rate,
+                  args.command_rate, args.drop, args.corrupt, args.timeout)  # fmt: skip
+    print(format_summary("command loop", summary["timing"]["command"]))
+    print(format_summary("controller", summary["timing"]["controller"]))
+    rejected = {k: v for k, v in summary["controller_side"]["counters"].items() if v}
+    print(f"controller side: {rejected}, lost {summary['controller_side']['lost_measurements']}")
+    side = summary["robot_side"]
+    print(f"robot side: mode {side['mode']}, transport "
+          f"{ {k: v for k, v in side['transport'].items() if v} }, drivers "
+          f"{ {k: v for k, v in side['driver'].items() if v} }")  # fmt: skip
+    for e in summary["safety_events"]:
+        print(f"  t={e['start']:.3f} {e['kind']} x{e['count']} {e['detail']}")
+    print(f"settled base height {summary['settled_base_height_m']:.4f} m, "
+          f"safety mode {summary['safety_mode']}")  # fmt: skip
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"deploy_network_{args.robot}.json")
+    with open(path, "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"summary saved to {os.path.abspath(path)}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
