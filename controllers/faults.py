@@ -45,6 +45,16 @@ def crash(command: JointCommand):
     raise RuntimeError("injected controller fault")
 
 
+def stall(seconds: float):
+    """A fault that blocks the controller for `seconds` [wall clock] (a hung solver)."""
+
+    def fault(command):
+        time.sleep(seconds)
+        return command
+
+    return fault
+
+
 def offset_targets(delta):
     """A fault that adds `delta` (scalar or `(nu,)`) [rad] to q*."""
     return lambda command: command.replace(q_target=command.q_target + delta)

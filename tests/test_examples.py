@@ -111,3 +111,14 @@ def test_deploy_network_example(tmp_path):
     assert summary["robot_side"]["driver"]["accepted"] > 200
     assert summary["robot_process_exit_code"] == 0  # it was shut down, not left running
     assert (tmp_path / "deploy_network_go2.json").exists()
+
+
+@pytest.mark.slow
+def test_deploy_network_example_on_our_simulator(tmp_path):
+    """The robot process on this project's simulator (compiles ~10 s) keeps real time."""
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_network").main(
+        ["--backend", "sim", "--seconds", "2", "--out", str(tmp_path)]
+    )
+    assert 0.31 < summary["min_base_height_m"] and summary["settled_base_height_m"] < 0.34
+    assert summary["robot_side"]["mode"] == "ACTIVE" and summary["robot_side"]["robot_time"] > 2

@@ -23,7 +23,7 @@ import dynamics
 from controllers import control_loop
 from controllers.backends import wire
 from controllers.backends.udp import UdpRobot
-from controllers.faults import UdpFaultProxy
+from controllers.faults import FaultyController, UdpFaultProxy, stall
 from controllers.interface import JointCommand, JointMap, RobotMode, measurement_from_state
 from controllers.pose import PoseController
 from controllers.safety import Mode, SafetyConfig, SafetyLayer
@@ -79,6 +79,11 @@ def test_go2_stands_over_udp(joint_map):
                 duration=2.5, control_dt=0.02, command_dt=DT,
             )  # fmt: skip
             status = robot.status()
+            # then the controller hangs for 0.8 s (its own thread): the command loop keeps
+            # ticking, times the controller out and damps
+            stalled = FaultyController(PoseController.standing(joint_map), stall(0.8), 0.2)
+            safety = SafetyLayer(joint_map, TOLERANT)
+            hung = control_loop.run(robot, stalled, safety, duration=1.0, command_dt=DT)
         finally:
             robot.shutdown_robot()
             robot.close()
@@ -96,6 +101,14 @@ def test_go2_stands_over_udp(joint_map):
     timing = result.timing["command"]
     assert abs(timing["interval_median_s"] - DT) < 0.5e-3  # the loop keeps its period
     assert result.timing["controller"]["ticks"] > 60  # ~125 at 50 Hz, fewer under load
+
+    damping = hung.safety.log.first("damping")
+    assert damping.detail == "after command_timeout"
+    stall_start = 0.2 + hung.log["stamp"][0] - 0.02  # last controller output before the stall
+    assert 0.25 < damping.start - stall_start < 0.3 + 0.1  # the timeout, + scheduling slack
+    during = (hung.log["t"] > 0.3) & (hung.log["t"] < 0.9)
+    assert during.sum() > 100  # the command loop kept running while the controller hung
+    assert hung.timing["controller"]["compute_max_s"] >= 0.8
 
 
 def _raw(kind, seq, stamp, payload=b"", flags=0, nu=12):
