@@ -150,8 +150,10 @@ def run(
     ratio = _ratio(control_dt, command_dt)
     first = wait_for_measurement(robot, start_timeout)
     controller.reset(first)
+    # the reset may have taken long (a JAX compile): start from the newest sample
+    newest = robot.read() or first
     t0_robot = robot.now()
-    safety.start(t0_robot, first)
+    safety.start(t0_robot, newest)
     if realtime:
         return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
                          command_source, on_tick, t0_robot)  # fmt: skip

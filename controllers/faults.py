@@ -108,15 +108,15 @@ class FaultyRobot:
     def read(self) -> Measurement | None:
         m = self.robot.read()
         now = self.robot.now()
-        self.history.append(m)
-        if self.measurement_delay <= 0 or now < self.delay_from:
+        if self.measurement_delay <= 0:
             return m
-        # the newest sample at least `measurement_delay` old (the oldest kept if none is);
+        self.history.append(m)
+        # keep from the newest sample at least `measurement_delay` old (the oldest if none is);
         # the 1e-9 s slack keeps float round-off from skipping a sample
         delay_floor = self.measurement_delay - 1e-9
         while len(self.history) > 1 and now - self.history[1].timestamp >= delay_floor:
             self.history.popleft()
-        return self.history[0]
+        return m if now < self.delay_from else self.history[0]
 
     def write(self, command: JointCommand) -> None:
         if self.now() >= self.stop_commands_at or self.rng.random() < self.drop_commands:

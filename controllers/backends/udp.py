@@ -138,9 +138,9 @@ class UdpRobot:
         return self.latest
 
     def write(self, command: JointCommand) -> None:
-        payload = wire.encode_command(command, 0)[wire.HEADER.size : -wire.TRAILER.size]
-        flags = wire.FLAG_ARM if command.arm else 0
-        self._send(wire.MessageType.COMMAND, payload, flags, command.timestamp, command.nu)
+        self.sequence += 1
+        self.sock.sendto(wire.encode_command(command, self.sequence), self.address)
+        self.counters["sent"] += 1
 
     def now(self) -> float:
         """The robot's clock, estimated; before any measurement, the local clock."""
