@@ -5,7 +5,9 @@
 Builds the gait-library trot (contact-implicit: the smooth contact model decides the contacts,
 the gait pattern only shapes them), solves it with FDDP, re-simulates it open loop, prints the
 per-term costs and what the gait achieves (average speed, base height, torque use, contact
-pattern) and saves `results/trot_<robot>.npz` + `.json`.
+pattern) and saves `results/trot_<robot>.npz` + `.json`, plots (`trot_<robot>_*.png`) and a
+self-contained HTML replay (`trot_<robot>.html`), then shows the result in a Meshcat viewer on
+localhost and prints its URL (`--no-view`: no viewer).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import dynamics
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.solve import SOLVERS, solve
+from viz import publish_result
 
 
 def contact_pattern(force: np.ndarray, threshold: float = 1.0) -> np.ndarray:
@@ -55,6 +58,8 @@ def main(argv=None):
     parser.add_argument("--solver", default="fddp", choices=SOLVERS)
     parser.add_argument("--out", default="results")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--no-view", action="store_true", help="write plots and replay only")
+    parser.add_argument("--zmq-url", help="show the result in this running Meshcat server")
     args = parser.parse_args(argv)
     problem = make_problem(args.robot, args.gait, args.velocity, duration=args.duration, dt=args.dt)
     t0 = time.perf_counter()
@@ -75,6 +80,20 @@ def main(argv=None):
     for key, value in summary.items():
         print(f"  {key}: {value}")
     print(f"\nresults saved to {os.path.abspath(npz)} (+ {os.path.basename(js)})")
+    # Plots and a self-contained HTML replay next to the result, and a Meshcat viewer on
+    # localhost that keeps serving after this script ends (never blocks; see viz.results).
+    shown = publish_result(traj, npz[:-4], serve=not args.no_view, zmq_url=args.zmq_url)
+    summary.update(
+        plots=shown["plots"], html=shown["html"], meshcat_url=shown["url"],
+        meshcat_server_pid=shown["server_pid"],
+    )  # fmt: skip
+    print(f"plots: {os.path.dirname(shown['plots'][0])}/{os.path.basename(npz[:-4])}_*.png")
+    print(f"HTML replay (no server needed): {shown['html']}")
+    if shown["url"]:
+        stop = f"; stop it with `kill {shown['server_pid']}`" if shown["server_pid"] else ""
+        print(f"Meshcat viewer: {shown['url']}{stop}")
+    elif shown["viewer_error"]:
+        print(f"no Meshcat viewer: {shown['viewer_error']}")
     return traj, summary
 
 

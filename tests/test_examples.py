@@ -52,11 +52,45 @@ def test_solve_trot_example(tmp_path):
             "--out",
             str(tmp_path),
             "--quiet",
+            "--no-view",
         ]
     )
     assert (tmp_path / "trot_solo12.npz").exists() and (tmp_path / "trot_solo12.json").exists()
     assert summary["status"] in ("converged", "max_iterations")
     assert np.all(np.isfinite(traj.q))
+    # plots of the solved trajectory and its HTML replay sit next to the result
+    names = ("convergence", "base", "joint_positions", "joint_torques", "contact_forces", "gait")
+    assert summary["plots"] == [str(tmp_path / f"trot_solo12_{n}.png") for n in names]
+    assert all(os.path.getsize(p) > 10_000 for p in summary["plots"])
+    assert summary["html"] == str(tmp_path / "trot_solo12.html") and summary["meshcat_url"] is None
+
+
+def test_view_example_headless(tmp_path, capsys):
+    from viz_helpers import walking_trajectory
+
+    walking_trajectory("solo12", horizon=10).save(str(tmp_path / "trot_solo12"))
+    out = _load("view").main(
+        [
+            str(tmp_path / "trot_solo12.npz"),
+            "--headless",
+            "--port",
+            "0",
+            "--zmq-port",
+            "0",
+            "--export-html",
+            str(tmp_path / "replay.html"),
+            "--plots",
+            "--speed",
+            "0.5",
+        ]
+    )  # returns: headless without --hold never blocks, and stops its server
+    printed = capsys.readouterr().out
+    assert out["url"].startswith("http://127.0.0.1:") and out["url"] in printed
+    assert (tmp_path / "replay.html").stat().st_size > 500_000
+    assert len(out["plots"]) == 6 and all(os.path.exists(p) for p in out["plots"])
+    with pytest.raises(SystemExit):  # a server that is not there: a message, exit code 2
+        _load("view").main([str(tmp_path / "trot_solo12"), "--zmq-url", "tcp://127.0.0.1:9"])
+    assert "no Meshcat server answers" in capsys.readouterr().err
 
 
 def test_solve_all_gaits_example(tmp_path):

@@ -131,7 +131,7 @@ def open_viewer(
         server = start_server(host, port, zmq_port, persist=persist, timeout=timeout)
         zmq_url, web_url = server.zmq_url, server.web_url
     else:
-        web_url = ping(zmq_url, timeout=min(timeout, 5.0))
+        web_url = ping(zmq_url, timeout=min(timeout, 2.0))
     viewer = Viewer(zmq_url, web_url, None if persist else server, timeout)
     if persist and server is not None:
         viewer.persistent_pid = server.pid
