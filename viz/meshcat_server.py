@@ -178,6 +178,7 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=None, help="web port (0: any free port)")
     parser.add_argument("--zmq-port", type=int, default=None, help="zmq port (0: any)")
+    parser.add_argument("--log", default=os.devnull, help="server messages after start-up")
     args = parser.parse_args(argv)
     import zmq
 
@@ -205,6 +206,13 @@ def main(argv=None) -> int:
         # can be missed (edge-triggered), so clients must not learn the URL earlier.
         print(f"zmq_url={bridge.zmq_url}")
         print(f"web_url={bridge.web_url}", flush=True)
+        # The parent stops reading our pipes now; meshcat prints on every browser connection,
+        # which would then fail (broken pipe: the scene is never sent) or block (full pipe).
+        log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sys.stderr.flush()
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
 
     bridge.ioloop.add_callback(announce)
     try:
