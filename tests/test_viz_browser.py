@@ -77,10 +77,10 @@ def test_chromium_renders_the_exported_replay_with_the_robot(tmp_path):
     assert SIZE[0] * 0.15 < cols.mean() < SIZE[0] * 0.85
 
 
-def _devtools(port_file_dir, url, script, wait_s, screenshot_path):
+def _devtools(port_file_dir, url, script, done, wait_s, screenshot_path):
     """Open `url` in headless Chromium driven through its DevTools protocol (tornado's
-    websocket client), wait `wait_s` seconds (the scene arrives over Meshcat's websocket),
-    return the value of the JavaScript expression `script` and save a screenshot."""
+    websocket client), evaluate the JavaScript expression `script` until `done(value)` or
+    `wait_s` seconds, save a screenshot and return the last value."""
     import asyncio
     import base64
     import json
@@ -128,8 +128,12 @@ def _devtools(port_file_dir, url, script, wait_s, screenshot_path):
                         return message.get("result", {})
 
             await call("Page.navigate", url=url)
-            await asyncio.sleep(wait_s)
-            value = await call("Runtime.evaluate", expression=script, returnByValue=True)
+            stop = time.monotonic() + wait_s  # poll: the scene arrives over the websocket
+            while True:
+                await asyncio.sleep(0.5)
+                value = await call("Runtime.evaluate", expression=script, returnByValue=True)
+                if done(value["result"].get("value")) or time.monotonic() > stop:
+                    break
             shot = await call("Page.captureScreenshot", format="png")
             with open(screenshot_path, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))
@@ -155,10 +159,17 @@ def test_chromium_receives_the_live_scene_from_the_server(tmp_path):
             return [meshes, viewer.animator.actions.length, viewer.animator.duration];
         })()"""
         png = str(tmp_path / "live.png")
-        meshes, actions, duration = _devtools(str(tmp_path / "profile"), viewer.url, script, 8, png)
+        parts = scene.robot_geometry("solo12")[1]
+        meshes, actions, duration = _devtools(
+            str(tmp_path / "profile"),
+            viewer.url,
+            script,
+            lambda v: v and v[0] == len(parts),
+            60,
+            png,
+        )
     finally:
         viewer.close()
-    parts = scene.robot_geometry("solo12")[1]
     assert meshes == len(parts)  # every visual geometry arrived over the websocket
     assert actions == 1 and abs(duration - traj.horizon * traj.dt) < 1e-6
     # (pixels are checked on the exported page above; the live page's camera placement is
