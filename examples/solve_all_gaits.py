@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 import dynamics
+from trajopt.gait_metrics import average_velocity, contact_agreement, contact_flags
 from trajopt.gaits import GAITS, make_problem
 from trajopt.solve import solve
 
@@ -27,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.3, help="forward speed [m/s]")
     parser.add_argument("--duration", type=float, default=0.8)
     parser.add_argument("--dt", type=float, default=0.02)
-    parser.add_argument("--iterations", type=int, default=25)
+    parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--gaits", nargs="*", default=list(GAITS), choices=list(GAITS))
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
@@ -37,20 +38,23 @@ def main(argv=None):
         problem = make_problem(args.robot, gait, speed, duration=args.duration, dt=args.dt)
         traj = solve(problem, max_iterations=args.iterations, verbose=False)
         traj.save(os.path.join(args.out, f"{gait}_{args.robot}"))
-        duration = traj.horizon * traj.dt
-        contact = np.mean(traj.force[:, :, 2] > 1.0, axis=0)
+        velocity = average_velocity(traj.q, traj.dt)
+        contact = np.mean(contact_flags(traj.force), axis=0)
         rows[gait] = {
             "status": traj.status,
             "cost": traj.cost,
-            "speed": float((traj.q[-1, 0] - traj.q[0, 0]) / duration),
+            "speed": velocity["forward"],
+            "yaw_rate": velocity["yaw_rate"],
             "height": (float(traj.q[:, 2].min()), float(traj.q[:, 2].max())),
             "contact_fraction": contact.round(2).tolist(),
+            "pattern_agreement": contact_agreement(traj.force, problem.data.reference.stance),
         }
         r = rows[gait]
         print(
-            f"{gait:<6} {r['status']:<18} cost {r['cost']:9.4g}  speed {r['speed']:+.3f} m/s  "
+            f"{gait:<6} {r['status']:<15} cost {r['cost']:8.4g}  speed {r['speed']:+.3f} m/s  "
+            f"yaw rate {r['yaw_rate']:+.2f} rad/s  "
             f"height {r['height'][0]:.3f}-{r['height'][1]:.3f} m  "
-            f"contact {r['contact_fraction']}",
+            f"contact {r['contact_fraction']}  pattern {r['pattern_agreement']:.2f}",
             flush=True,
         )
     print(f"results saved in {os.path.abspath(args.out)}")

@@ -267,12 +267,18 @@ def solve_fddp(
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     for iteration in range(1, max_iterations + 1):
         T = problem.horizon
-        lin = [fn.linearize(data, _index(xs, t), us[t], t) for t in range(T)]
+        # slice on the host: indexing a device array dispatches one op per leaf and knot
+        xs_host, us_host = _to_numpy_tree(xs), np.asarray(us)
+        lin = [fn.linearize(data, _index(xs_host, t), us_host[t], t) for t in range(T)]
         A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
-        rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs, T)))
+        rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs_host, T)))
         accepted = False
         first_expected = None  # the model's predicted change at the least regularisation
+        out_of_time = False
         while not accepted and mu < 1e10:
+            if time_budget is not None and time.perf_counter() - start > time_budget:
+                out_of_time = True  # keep the current iterate; do not search further
+                break
             bp = backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu)
             if bp is None:
                 mu *= 10.0
@@ -293,6 +299,9 @@ def solve_fddp(
                     break
             if not accepted:
                 mu *= 10.0
+        if out_of_time and not accepted:
+            status = "time_budget"
+            break
         if not accepted:
             # No step decreases the merit. At a (possibly non-smooth) minimum of a feasible
             # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.

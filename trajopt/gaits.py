@@ -41,7 +41,7 @@ GAITS = {
     "trot": Gait((0.0, 0.5, 0.5, 0.0), 0.5),
     "pace": Gait((0.0, 0.5, 0.0, 0.5), 0.5),
     "bound": Gait((0.0, 0.0, 0.5, 0.5), 0.5),
-    "pronk": Gait((0.0, 0.0, 0.0, 0.0), 0.5, 1.2),
+    "pronk": Gait((0.0, 0.0, 0.0, 0.0), 0.7, 1.2),
     "turn": Gait((0.0, 0.5, 0.5, 0.0), 0.5, 1.0, yaw=True),
 }
 
@@ -83,6 +83,46 @@ def stance_pattern(gait: Gait, period: float, times: np.ndarray):
     in_swing = (phase < swing_len) if swing_len > 0 else np.zeros_like(phase, dtype=bool)
     fraction = np.where(in_swing, phase / max(swing_len, 1e-9), 0.0)
     return (~in_swing).astype(float), fraction
+
+
+def gait_reference(
+    model,
+    gait: str,
+    velocity: float,
+    horizon: int,
+    dt: float,
+    *,
+    start_time: float = 0.0,
+    lateral_velocity: float = 0.0,
+    period: float | None = None,
+) -> P.Reference:
+    """The references of `gait` over knots `start_time + dt * (0 .. horizon)` [s]: stance flags
+    and swing clearance from the gait's phase at those times (so a receding horizon keeps the
+    phase), the commanded base velocity (base frame; for "turn" the yaw rate), the standing
+    height and joint posture."""
+    if gait not in GAITS:
+        raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+    spec = GAITS[gait]
+    default_period, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
+    period = default_period * spec.period_scale if period is None else period
+    times = start_time + dt * np.arange(horizon + 1)
+    stance, fraction = stance_pattern(spec, period, times)
+    swing_height = clearance * np.sin(np.pi * fraction) * (1.0 - stance)
+    base_velocity = np.zeros((horizon + 1, 3))
+    if spec.yaw:
+        base_velocity[:, 2] = velocity
+    else:
+        base_velocity[:, 0] = velocity
+        base_velocity[:, 1] = lateral_velocity
+    nq_base = model.nq - model.nu
+    q_joint = np.asarray(model.q_standing)[nq_base:]
+    return P.Reference(
+        base_velocity=jnp.asarray(base_velocity),
+        base_height=jnp.full((horizon + 1,), float(model.q_standing[2])),
+        stance=jnp.asarray(stance),
+        swing_height=jnp.asarray(swing_height),
+        joint_posture=jnp.tile(jnp.asarray(q_joint), (horizon + 1, 1)),
+    )
 
 
 def make_problem(
@@ -127,31 +167,11 @@ def make_problem(
     if horizon < 1:
         raise ValueError(f"duration {duration} s is shorter than one knot of {dt} s")
     model = load_robot(robot)
-    spec = GAITS[gait]
-    default_period, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
-    period = default_period * spec.period_scale if period is None else period
     kp, kd = default_gains(model)
     if params is None:
         params = StepParams(terrain=flat(friction=0.8), dt=dt / substeps, joint_damping=kd)
-    times = dt * np.arange(horizon + 1)
-    stance, fraction = stance_pattern(spec, period, times)
-    # stand still for the first and last knots of a moving gait? no: start moving at once, the
-    # optimiser accelerates from rest; the velocity term only asks for the commanded average.
-    swing_height = clearance * np.sin(np.pi * fraction) * (1.0 - stance)
-    base_velocity = np.zeros((horizon + 1, 3))
-    if spec.yaw:
-        base_velocity[:, 2] = velocity
-    else:
-        base_velocity[:, 0] = velocity
-        base_velocity[:, 1] = lateral_velocity
-    nq_base = model.nq - model.nu
-    q_joint = np.asarray(model.q_standing)[nq_base:]
-    reference = P.Reference(
-        base_velocity=jnp.asarray(base_velocity),
-        base_height=jnp.full((horizon + 1,), float(model.q_standing[2])),
-        stance=jnp.asarray(stance),
-        swing_height=jnp.asarray(swing_height),
-        joint_posture=jnp.tile(jnp.asarray(q_joint), (horizon + 1, 1)),
+    reference = gait_reference(
+        model, gait, velocity, horizon, dt, lateral_velocity=lateral_velocity, period=period
     )
     w = dict(DEFAULT_WEIGHTS)
     if weights:

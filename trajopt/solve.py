@@ -22,13 +22,29 @@ from .trajectory import Trajectory
 
 SOLVERS = ("fddp", "lbfgs", "ipopt")
 SHOOTING = ("single", "multiple")
+GUESSES = ("kinematic", "standing")
 
 
-def initial_guess(problem: P.Problem, init: Trajectory | None = None):
-    """`(xs, us)` to start from: the warm start, or standing targets with a state guess that
-    moves the base along the commanded velocity (used by multiple shooting)."""
+def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str = "kinematic"):
+    """`(xs, us)` to start from: the warm start `init` if given, else
+
+    guess="kinematic": the stepping gait of `trajopt.kinematic_guess` (footholds, swing arcs,
+        leg IK, PD targets that hold the weight);
+    guess="standing": the standing targets, with a state guess that moves the base along the
+        commanded velocity.
+
+    (`xs` is used by multiple shooting; single shooting rolls out `us`.)"""
+    if guess not in GUESSES:
+        raise ValueError(f"guess must be one of {GUESSES}, got {guess!r}")
     model = problem.model
     T = problem.horizon
+    if init is None and guess == "kinematic":
+        from .kinematic_guess import kinematic_guess
+
+        q, v, us = kinematic_guess(problem)
+        u_prev = np.concatenate([np.asarray(problem.data.x0.u_prev)[None], us])
+        xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
+        return xs, jnp.asarray(us)
     if init is not None:
         if init.u.shape != (T, model.nu):
             raise ValueError(f"init has controls of shape {init.u.shape}, expected {(T, model.nu)}")
@@ -67,11 +83,13 @@ def solve(
     tolerance: float = 1e-4,
     verbose: bool = True,
     callback=None,
+    guess: str = "kinematic",
 ) -> Trajectory:
     """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
 
     `callback(record)` (FDDP) is called after every accepted iteration with its history record
     (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
+    `guess` is the start without `init` (see `initial_guess`).
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -79,7 +97,7 @@ def solve(
         raise ValueError(f"shooting must be one of {SHOOTING}, got {shooting!r}")
     if max_iterations < 0:
         raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
-    xs, us = initial_guess(problem, init)
+    xs, us = initial_guess(problem, init, guess)
     if solver == "fddp":
         xs_in = xs if shooting == "multiple" else None
         xs, us, info = fddp.solve_fddp(

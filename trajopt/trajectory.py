@@ -21,6 +21,7 @@ STATUSES = (
     "line_search_failed",
     "diverged",
     "initial",
+    "closed_loop",  # a recorded closed-loop run (MPC, policy), not a solve
 )
 
 

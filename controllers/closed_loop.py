@@ -1,0 +1,172 @@
+"""MPC in closed loop with this project's simulator (simulated time: the plant waits for the
+controller, so the result does not depend on this machine's speed; the wall time per cycle is
+recorded separately).
+
+The plant is `contact.step` at `sim_dt` (2 ms by default, 10 steps per 20 ms control period)
+with the joint PD as actuator model: `tau = clip(Kp (q* - q))` plus the PD damping `-Kd qd`
+integrated implicitly in the step (`StepParams.joint_damping`), the same actuator the planner
+models. The targets `q*` are held over each control period.
+
+    result = run_mpc(MPC("go2"), duration=10.0)
+    result.summary()   # tracking error, average speed, fell?, cycle times
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from contact import StepParams, flat
+from contact.step import step
+from dynamics.configuration import State
+
+from .mpc import MPC
+from .pd import default_gains, pd_torque
+
+
+@dataclass
+class ClosedLoopResult:
+    """Per control period k (leading axis K): time `t (K,)` [s], `q (K+1, nq)`, `v (K+1, nv)`
+    (state at the start of each period, and the last), `targets (K, nu)`, `command (K, 3)`
+    `[v_x, v_y, yaw_rate]`, `force (K, nfeet, 3)` mean contact forces over the period [N, world];
+    `standing_height` [m]; `mpc_stats` (`MPCStats.summary()`); `wall_time` [s]."""
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    targets: np.ndarray
+    command: np.ndarray
+    force: np.ndarray
+    standing_height: float
+    mpc_stats: dict
+    wall_time: float
+
+    def fell(self) -> bool:
+        """Fallen: the base dropped below half the standing height, or tilted beyond 60 deg."""
+        up_z = 1.0 - 2.0 * (self.q[:, 3] ** 2 + self.q[:, 4] ** 2)  # R[2, 2] from xyzw
+        return bool(np.any(self.q[:, 2] < 0.5 * self.standing_height) or np.any(up_z < 0.5))
+
+    def tracking(self, settle: float = 1.0) -> dict:
+        """Velocity tracking after `settle` seconds: mean base-frame forward velocity and its
+        mean absolute error from the command [m/s], the average speed from the displacement
+        along the commanded heading, and the RMS yaw-rate error [rad/s]."""
+        keep = self.t >= settle
+        if not np.any(keep):
+            raise ValueError(f"settle {settle} s is longer than the run ({self.t[-1]:.2f} s)")
+        v = self.v[:-1][keep]
+        cmd = self.command[keep]
+        dt = self.t[1] - self.t[0] if len(self.t) > 1 else 0.0
+        first = int(np.argmax(keep))
+        displacement = self.q[-1, 0:2] - self.q[first, 0:2]
+        duration = (len(self.t) - first) * dt
+        return {
+            "mean_forward_velocity": float(np.mean(v[:, 0])),
+            "mean_abs_forward_error": float(np.mean(np.abs(v[:, 0] - cmd[:, 0]))),
+            "average_speed_from_displacement": float(np.linalg.norm(displacement) / duration),
+            "rms_yaw_rate_error": float(np.sqrt(np.mean((v[:, 5] - cmd[:, 2]) ** 2))),
+        }
+
+    def summary(self, settle: float = 1.0) -> dict:
+        out = {"duration_s": float(self.t[-1] + (self.t[1] - self.t[0])), "fell": self.fell()}
+        out.update(self.tracking(settle))
+        out["mpc"] = self.mpc_stats
+        out["wall_time_s"] = self.wall_time
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _advance(model, steps: int, contact: str, num_sweeps: int):
+    """Jitted `(params, state, targets, kp) -> (state, mean forces)`: `steps` plant steps under
+    the PD toward `targets` (cached per model and step count)."""
+
+    def run(params, state, targets, kp):
+        def body(s, _):
+            tau = pd_torque(model, s, targets, kp, 0.0)
+            nxt, info = step(model, params, s, tau, contact=contact, num_sweeps=num_sweeps)
+            return nxt, info.force
+
+        final, forces = jax.lax.scan(body, state, None, length=steps)
+        return final, jnp.mean(forces, axis=0)
+
+    return jax.jit(run)
+
+
+def run_mpc(
+    mpc: MPC,
+    duration: float,
+    *,
+    sim_dt: float = 0.002,
+    contact: str = "smooth",
+    num_sweeps: int = 20,
+    params: StepParams | None = None,
+    initial_state: State | None = None,
+    command_schedule=None,
+    progress: bool = True,
+) -> ClosedLoopResult:
+    """Run `mpc` against the simulator for `duration` seconds (see the module docstring).
+
+    Args:
+        sim_dt: plant time step [s]; the control period `mpc.dt` must be a multiple of it.
+        contact, num_sweeps: the plant's contact model (default: smooth, 20 sweeps).
+        params: plant `StepParams` (default: flat ground, mu 0.8, `sim_dt`, the PD damping).
+        initial_state: default: standing at rest.
+        command_schedule: optional `f(t) -> (v_x, v_y, yaw_rate)` applied each period.
+        progress: print a line per simulated second (time, speed, cycle time).
+    """
+    model = mpc.model
+    steps = int(round(mpc.dt / sim_dt))
+    if steps < 1 or abs(steps * sim_dt - mpc.dt) > 1e-9:
+        raise ValueError(f"the control period {mpc.dt} s must be a multiple of sim_dt {sim_dt} s")
+    if not duration > 0:
+        raise ValueError(f"duration must be positive, got {duration}")
+    kp, kd = default_gains(model)
+    if params is None:
+        params = StepParams(terrain=flat(friction=0.8), dt=sim_dt, joint_damping=kd)
+    if initial_state is None:
+        initial_state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
+    advance = _advance(model, steps, contact, num_sweeps)
+    n = int(round(duration / mpc.dt))
+    state = initial_state
+    qs, vs = [np.asarray(state.q)], [np.asarray(state.v)]
+    targets, commands, forces, times = [], [], [], []
+    start = time.perf_counter()
+    for k in range(n):
+        t = k * mpc.dt
+        if command_schedule is not None:
+            mpc.set_command(*command_schedule(t))
+        u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
+        state, force = advance(params, state, jnp.asarray(u), kp)
+        qs.append(np.asarray(state.q))
+        vs.append(np.asarray(state.v))
+        targets.append(u)
+        commands.append(mpc.command.copy())
+        forces.append(np.asarray(force))
+        times.append(t)
+        if not np.all(np.isfinite(qs[-1])):
+            raise FloatingPointError(f"the simulation produced non-finite states at t = {t:.2f} s")
+        if progress and (k + 1) % int(round(1.0 / mpc.dt)) == 0:
+            stats = mpc.stats.summary()
+            print(
+                f"t {t + mpc.dt:5.2f} s  v_x {vs[-1][0]:+.3f} m/s (command {mpc.command[0]:+.2f})"
+                f"  height {qs[-1][2]:.3f} m  cycle median {1e3 * stats['median_s']:.0f} ms"
+                f"  mode {mpc.mode}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return ClosedLoopResult(
+        t=np.asarray(times),
+        q=np.asarray(qs),
+        v=np.asarray(vs),
+        targets=np.asarray(targets),
+        command=np.asarray(commands),
+        force=np.asarray(forces),
+        standing_height=float(model.q_standing[2]),
+        mpc_stats=mpc.stats.summary(),
+        wall_time=time.perf_counter() - start,
+    )

@@ -1,0 +1,230 @@
+"""Receding-horizon control (MPC) with the FDDP shooting solver on the differentiable contact model.
+
+Every control period (one knot, `dt`, 20 ms by default) the controller
+
+1. moves the plan's start to the measured state `x0 = (q, v, u_prev = last targets)`,
+2. shifts the gait phase and the velocity command into the references (the problem's traced
+   `ProblemData`: nothing recompiles when the command, the gait pattern or x0 change),
+3. warm-starts FDDP from the previous plan shifted by the knots that elapsed
+   (`Trajectory.shifted`) and runs a few iterations within a wall-clock budget,
+4. hands out the first knot's joint PD targets (the plan's control is constant over a knot,
+   exactly what the PD between two updates applies).
+
+Fallbacks: a cycle whose solve fails (status "diverged", non-finite cost or controls) keeps the
+previous plan, shifted; after `max_failures` consecutive failures the controller switches to
+a safe stand (the standing joint targets) until `reset`.
+
+    mpc = MPC("go2", gait="trot", command=(0.5, 0.0, 0.0))
+    mpc.reset(state)                       # solves the first plan (more iterations)
+    targets = mpc.update(state, t)         # each control period, t [s] since reset
+    mpc.set_command(0.3, 0.0, 0.2)         # any time: [v_x, v_y] base frame [m/s], yaw rate
+    mpc.set_gait("walk")                   # any time: same problem structure, new pattern
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import jax.numpy as jnp
+import numpy as np
+
+from dynamics.configuration import State
+from trajopt import problem as P
+from trajopt.gaits import GAITS, gait_reference, make_problem
+from trajopt.solve import solve
+from trajopt.trajectory import Trajectory
+
+FAILED_STATUSES = ("diverged",)
+
+
+@dataclass
+class CycleRecord:
+    """One MPC cycle: time [s] since reset, wall time of the cycle [s], solver status,
+    iterations, cost, knots shifted, and the mode after the cycle ("mpc", "fallback", "stand")."""
+
+    t: float
+    wall_time: float
+    status: str
+    iterations: int
+    cost: float
+    shift: int
+    mode: str
+
+
+@dataclass
+class MPCStats:
+    cycles: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """Median / 99th percentile / max cycle wall time [s], achieved rate [Hz] at the median,
+        and counts of fallbacks and stand cycles."""
+        if not self.cycles:
+            return {"cycles": 0}
+        wall = np.array([c.wall_time for c in self.cycles])
+        return {
+            "cycles": len(self.cycles),
+            "median_s": float(np.median(wall)),
+            "p99_s": float(np.percentile(wall, 99)),
+            "max_s": float(np.max(wall)),
+            "rate_hz_at_median": float(1.0 / np.median(wall)),
+            "fallback_cycles": sum(c.mode == "fallback" for c in self.cycles),
+            "stand_cycles": sum(c.mode == "stand" for c in self.cycles),
+        }
+
+
+class MPC:
+    """Receding-horizon FDDP on a gait problem (see the module docstring).
+
+    Args:
+        robot: robot name for `dynamics.load_robot`.
+        gait: a gait of `trajopt.gaits.GAITS`.
+        command: `(v_x, v_y, yaw_rate)` base-frame velocity command [m/s, m/s, rad/s].
+        horizon: planning horizon [s]; dt: knot and control period [s]; substeps: simulation
+            steps per knot in the planning model.
+        iterations: FDDP iterations per cycle; warmup_iterations: for the first plan.
+        time_budget: wall-clock budget per cycle [s] (None: only the iteration count).
+        max_failures: consecutive failed cycles before the safe stand.
+        problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params...).
+    """
+
+    def __init__(
+        self,
+        robot: str = "go2",
+        gait: str = "trot",
+        command=(0.5, 0.0, 0.0),
+        *,
+        horizon: float = 0.5,
+        dt: float = 0.02,
+        substeps: int = 2,
+        iterations: int = 1,
+        warmup_iterations: int = 20,
+        time_budget: float | None = None,
+        max_failures: int = 3,
+        **problem_options,
+    ):
+        if gait not in GAITS:
+            raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+        if horizon < dt:
+            raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
+        if iterations < 1 or warmup_iterations < 1:
+            raise ValueError("iterations and warmup_iterations must be >= 1")
+        self.problem = make_problem(
+            robot, gait, 0.0, duration=horizon, dt=dt, substeps=substeps, **problem_options
+        )
+        self.model = self.problem.model
+        self.dt = float(dt)
+        self.gait = gait
+        self.command = self._check_command(command)
+        self.iterations = int(iterations)
+        self.warmup_iterations = int(warmup_iterations)
+        self.time_budget = time_budget
+        self.max_failures = int(max_failures)
+        nqb = self.model.nq - self.model.nu
+        self.stand_targets = np.asarray(self.model.q_standing)[nqb:].copy()
+        self.plan: Trajectory | None = None
+        self.plan_time = 0.0
+        self.last_targets = self.stand_targets.copy()
+        self.failures = 0
+        self.mode = "mpc"
+        self.stats = MPCStats()
+
+    # ------------------------------------------------------------------ commands
+    @staticmethod
+    def _check_command(command) -> np.ndarray:
+        c = np.asarray(command, dtype=float).reshape(-1)
+        if c.shape != (3,) or not np.all(np.isfinite(c)):
+            raise ValueError(
+                f"command must be 3 finite numbers (v_x, v_y, yaw_rate), got {command!r}"
+            )
+        return c
+
+    def set_command(self, v_x: float, v_y: float = 0.0, yaw_rate: float = 0.0) -> None:
+        """Change the velocity command (base frame) from the next cycle on."""
+        self.command = self._check_command((v_x, v_y, yaw_rate))
+
+    def set_gait(self, gait: str) -> None:
+        """Switch the gait pattern from the next cycle on (no recompilation)."""
+        if gait not in GAITS:
+            raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+        self.gait = gait
+
+    # ------------------------------------------------------------------ the cycle
+    def _problem_at(self, state: State, t: float) -> P.Problem:
+        pr = self.problem
+        ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t)
+        ref = dataclasses.replace(
+            ref, base_velocity=jnp.tile(jnp.asarray(self.command), (pr.horizon + 1, 1))
+        )
+        x0 = P.initial_knot_state(
+            self.model,
+            State(jnp.asarray(state.q), jnp.asarray(state.v)),
+            jnp.asarray(self.last_targets),
+        )
+        return pr.replace_data(x0=x0, reference=ref)
+
+    def reset(self, state: State, t: float = 0.0) -> np.ndarray:
+        """Start over from `state` at time `t`: solve a first plan with `warmup_iterations`
+        (from the kinematic gait guess) and return the first targets `(nu,)`."""
+        self.failures = 0
+        self.mode = "mpc"
+        self.last_targets = self.stand_targets.copy()
+        self.stats = MPCStats()
+        problem = self._problem_at(state, t)
+        start = time.perf_counter()
+        plan = solve(problem, max_iterations=self.warmup_iterations, verbose=False)
+        self._accept(plan, t, time.perf_counter() - start, shift=0)
+        return self.last_targets.copy()
+
+    def update(self, state: State, t: float) -> np.ndarray:
+        """One receding-horizon cycle at time `t` [s] from the measured `state`; returns the
+        joint PD targets `(nu,)` to apply until the next cycle."""
+        if self.plan is None:
+            return self.reset(state, t)
+        start = time.perf_counter()
+        shift = max(int(round((t - self.plan_time) / self.dt)), 0)
+        if self.mode == "stand":
+            self._record(t, time.perf_counter() - start, "stand", 0, float("nan"), shift)
+            self.last_targets = self.stand_targets.copy()
+            return self.last_targets.copy()
+        warm = self.plan.shifted(shift)
+        problem = self._problem_at(state, t)
+        try:
+            plan = solve(
+                problem,
+                init=warm,
+                max_iterations=self.iterations,
+                time_budget=self.time_budget,
+                verbose=False,
+            )
+            failed = (
+                plan.status in FAILED_STATUSES
+                or not np.isfinite(plan.cost)
+                or not np.all(np.isfinite(plan.u))
+            )
+        except (FloatingPointError, np.linalg.LinAlgError):
+            failed, plan = True, None
+        wall = time.perf_counter() - start
+        if not failed:
+            self.failures = 0
+            self._accept(plan, t, wall, shift)
+            return self.last_targets.copy()
+        # keep the previous plan, shifted; after max_failures, stand
+        self.failures += 1
+        self.plan, self.plan_time = warm, t
+        self.mode = "stand" if self.failures >= self.max_failures else "fallback"
+        self.last_targets = (
+            self.stand_targets.copy() if self.mode == "stand" else np.asarray(warm.u[0]).copy()
+        )
+        status = plan.status if plan is not None else "error"
+        self._record(t, wall, status, 0, float("nan"), shift)
+        return self.last_targets.copy()
+
+    def _accept(self, plan: Trajectory, t: float, wall: float, shift: int) -> None:
+        self.plan, self.plan_time, self.mode = plan, t, "mpc"
+        self.last_targets = np.asarray(plan.u[0], dtype=float).copy()
+        self._record(t, wall, plan.status, plan.iterations, float(plan.cost), shift)
+
+    def _record(self, t, wall, status, iterations, cost, shift) -> None:
+        self.stats.cycles.append(CycleRecord(t, wall, status, iterations, cost, shift, self.mode))

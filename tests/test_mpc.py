@@ -1,0 +1,168 @@
+"""MPC: the receding-horizon logic (with a scripted solver, no compilation) and, marked slow,
+the closed loop with the real FDDP in this project's simulator and on MuJoCo.
+
+Logic: each cycle's problem starts at the measured state with `u_prev` = the last targets, its
+references carry the current command and the gait phase at the cycle's time, the warm start is
+the previous plan shifted by the elapsed knots; a failed cycle keeps the shifted plan, three in
+a row switch to the safe stand; command and gait changes never change the problem structure
+(nothing recompiles).
+"""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import controllers.mpc as mpc_module
+from controllers.mpc import MPC
+from dynamics.configuration import State
+from trajopt import fddp
+from trajopt.gaits import gait_reference
+from trajopt.trajectory import Trajectory
+
+ROBOT = "solo12"
+
+
+class ScriptedSolver:
+    """Stands in for `trajopt.solve.solve`: records its inputs and returns a plan whose
+    controls are `init.u + 0.01` (or the standing targets), or a diverged one on request."""
+
+    def __init__(self):
+        self.calls = []
+        self.fail = False
+
+    def __call__(self, problem, init=None, *, max_iterations, time_budget=None, verbose=True):
+        self.calls.append({"problem": problem, "init": init, "max_iterations": max_iterations})
+        T, nu = problem.horizon, problem.nu
+        if init is None:
+            u = np.tile(np.asarray(problem.data.x0.u_prev), (T, 1))
+        else:
+            u = np.asarray(init.u) + 0.01
+        q = np.tile(np.asarray(problem.data.x0.q), (T + 1, 1))
+        v = np.zeros((T + 1, problem.model.nv))
+        status, cost = ("diverged", float("inf")) if self.fail else ("max_iterations", 1.0)
+        # distinct controls per knot, so a shift is visible
+        u = u + 1e-3 * np.arange(T)[:, None] * np.ones((1, nu)) if init is None else u
+        return Trajectory(q=q, v=v, u=u, dt=problem.dt_knot, cost=cost, status=status)
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    solver = ScriptedSolver()
+    monkeypatch.setattr(mpc_module, "solve", solver)
+    return solver
+
+
+@pytest.fixture
+def standing():
+    mpc = MPC(ROBOT, "trot", (0.3, 0.0, 0.0), horizon=0.2, dt=0.02, substeps=1)
+    m = mpc.model
+    return mpc, State(jnp.asarray(m.q_standing), jnp.zeros(m.nv))
+
+
+def test_first_cycle_solves_from_the_measured_state(scripted, standing):
+    mpc, state = standing
+    q = np.asarray(state.q).copy()
+    q[0] += 0.7
+    targets = mpc.reset(State(jnp.asarray(q), state.v), t=0.0)
+    call = scripted.calls[-1]
+    assert call["init"] is None and call["max_iterations"] == mpc.warmup_iterations
+    np.testing.assert_array_equal(np.asarray(call["problem"].data.x0.q), q)
+    np.testing.assert_array_equal(np.asarray(call["problem"].data.x0.u_prev), mpc.stand_targets)
+    np.testing.assert_array_equal(targets, mpc.plan.u[0])
+
+
+def test_warm_start_is_the_previous_plan_shifted_by_the_elapsed_knots(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    previous = mpc.plan
+    first_targets = mpc.last_targets.copy()
+    targets = mpc.update(state, t=0.04)  # two knots later
+    init = scripted.calls[-1]["init"]
+    np.testing.assert_array_equal(init.u, previous.shifted(2).u)
+    assert mpc.stats.cycles[-1].shift == 2
+    problem = scripted.calls[-1]["problem"]
+    np.testing.assert_array_equal(np.asarray(problem.data.x0.u_prev), first_targets)
+    np.testing.assert_allclose(targets, previous.shifted(2).u[0] + 0.01)
+
+
+def test_references_follow_the_command_and_the_gait_phase(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    mpc.set_command(0.2, -0.1, 0.4)
+    mpc.update(state, t=0.06)
+    ref = scripted.calls[-1]["problem"].data.reference
+    np.testing.assert_array_equal(np.asarray(ref.base_velocity)[0], [0.2, -0.1, 0.4])
+    expected = gait_reference(mpc.model, "trot", 0.0, mpc.problem.horizon, 0.02, start_time=0.06)
+    np.testing.assert_array_equal(np.asarray(ref.stance), np.asarray(expected.stance))
+    mpc.set_gait("pace")
+    mpc.update(state, t=0.08)
+    ref = scripted.calls[-1]["problem"].data.reference
+    pace = gait_reference(mpc.model, "pace", 0.0, mpc.problem.horizon, 0.02, start_time=0.08)
+    np.testing.assert_array_equal(np.asarray(ref.stance), np.asarray(pace.stance))
+    # the structure (what the compiled functions are keyed on) never changed
+    keys = {fddp.structure_key(c["problem"]) for c in scripted.calls}
+    assert keys == {fddp.structure_key(mpc.problem)}
+
+
+def test_failed_cycles_keep_the_shifted_plan_then_stand(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    plan = mpc.plan
+    scripted.fail = True
+    targets = mpc.update(state, t=0.02)
+    assert mpc.mode == "fallback"
+    np.testing.assert_array_equal(targets, plan.shifted(1).u[0])
+    mpc.update(state, t=0.04)
+    assert mpc.mode == "fallback"
+    targets = mpc.update(state, t=0.06)
+    assert mpc.mode == "stand"
+    np.testing.assert_array_equal(targets, mpc.stand_targets)
+    calls = len(scripted.calls)
+    np.testing.assert_array_equal(mpc.update(state, t=0.08), mpc.stand_targets)
+    assert len(scripted.calls) == calls  # standing: no more solves until reset
+    scripted.fail = False
+    mpc.reset(state, t=0.1)
+    assert mpc.mode == "mpc"
+    modes = [c.mode for c in mpc.stats.cycles]
+    assert modes == ["mpc"]  # reset starts new statistics
+
+
+def test_a_success_after_a_failure_resets_the_count(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state)
+    scripted.fail = True
+    mpc.update(state, 0.02)
+    mpc.update(state, 0.04)
+    scripted.fail = False
+    mpc.update(state, 0.06)
+    assert mpc.mode == "mpc" and mpc.failures == 0
+    scripted.fail = True
+    mpc.update(state, 0.08)
+    assert mpc.mode == "fallback"
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="unknown gait 'gallop'"):
+        MPC(ROBOT, "gallop")
+    with pytest.raises(ValueError, match="shorter than one knot"):
+        MPC(ROBOT, horizon=0.01, dt=0.02)
+    mpc = MPC(ROBOT, horizon=0.1)
+    with pytest.raises(ValueError, match="3 finite numbers"):
+        mpc.set_command(float("nan"))
+    with pytest.raises(ValueError, match="unknown gait"):
+        mpc.set_gait("gallop")
+
+
+def test_cycle_statistics_summarise_wall_times():
+    stats = mpc_module.MPCStats(
+        [
+            mpc_module.CycleRecord(0.02 * i, w, "max_iterations", 1, 1.0, 1, "mpc")
+            for i, w in enumerate([0.01, 0.02, 0.03, 0.04])
+        ]
+    )
+    s = stats.summary()
+    assert s["cycles"] == 4 and s["median_s"] == pytest.approx(0.025)
+    assert s["max_s"] == 0.04 and s["rate_hz_at_median"] == pytest.approx(40.0)
+    assert dataclasses.asdict(stats.cycles[0])["mode"] == "mpc"
