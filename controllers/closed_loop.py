@@ -107,6 +107,7 @@ def run_mpc(
     params: StepParams | None = None,
     initial_state: State | None = None,
     command_schedule=None,
+    replan_every: int = 1,
     progress: bool = True,
 ) -> ClosedLoopResult:
     """Run `mpc` against the simulator for `duration` seconds (see the module docstring).
@@ -117,6 +118,8 @@ def run_mpc(
         params: plant `StepParams` (default: flat ground, mu 0.8, `sim_dt`, the PD damping).
         initial_state: default: standing at rest.
         command_schedule: optional `f(t) -> (v_x, v_y, yaw_rate)` applied each period.
+        replan_every: replan every this many control periods (in between, the plan's next
+            knots' targets are applied open loop): emulates a slower MPC rate.
         progress: print a line per simulated second (time, speed, cycle time).
     """
     model = mpc.model
@@ -125,6 +128,8 @@ def run_mpc(
         raise ValueError(f"the control period {mpc.dt} s must be a multiple of sim_dt {sim_dt} s")
     if not duration > 0:
         raise ValueError(f"duration must be positive, got {duration}")
+    if replan_every < 1:
+        raise ValueError(f"replan_every must be >= 1, got {replan_every}")
     kp, kd = default_gains(model)
     if params is None:
         params = StepParams(terrain=flat(friction=0.8), dt=sim_dt, joint_damping=kd)
@@ -140,7 +145,12 @@ def run_mpc(
         t = k * mpc.dt
         if command_schedule is not None:
             mpc.set_command(*command_schedule(t))
-        u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
+        if k == 0:
+            u = mpc.reset(state, t)
+        elif k % replan_every == 0:
+            u = mpc.update(state, t)
+        else:
+            u = mpc.targets_at(t)
         state, force = advance(params, state, jnp.asarray(u), kp)
         qs.append(np.asarray(state.q))
         vs.append(np.asarray(state.v))

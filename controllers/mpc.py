@@ -221,6 +221,15 @@ class MPC:
         self._record(t, wall, status, 0, float("nan"), shift)
         return self.last_targets.copy()
 
+    def targets_at(self, t: float) -> np.ndarray:
+        """The current plan's PD targets `(nu,)` for time `t` [s] without replanning (the knot
+        that contains `t`, the last one beyond the horizon); the stand targets when standing."""
+        if self.plan is None or self.mode == "stand":
+            return self.stand_targets.copy()
+        k = min(max(int(np.floor((t - self.plan_time) / self.dt + 1e-9)), 0), self.plan.horizon - 1)
+        self.last_targets = np.asarray(self.plan.u[k], dtype=float).copy()
+        return self.last_targets.copy()
+
     def _accept(self, plan: Trajectory, t: float, wall: float, shift: int) -> None:
         self.plan, self.plan_time, self.mode = plan, t, "mpc"
         self.last_targets = np.asarray(plan.u[0], dtype=float).copy()

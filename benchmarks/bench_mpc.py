@@ -1,0 +1,118 @@
+"""MPC cycle time and how closed-loop tracking degrades with a slower replanning rate.
+
+    python benchmarks/bench_mpc.py                 # Go2 trot, 0.5 s horizon at 20 ms, one core
+    python benchmarks/bench_mpc.py --seconds 2 --replan 1 4 --no-write    # quick
+
+1. Cycle time: the closed loop of `controllers.closed_loop.run_mpc` (simulated time) with one
+   FDDP iteration per 20 ms cycle; median and 99th percentile of the cycle wall time (the first
+   solve, which compiles, excluded), against the 50 Hz (20 ms) target.
+2. Degradation: the same loop replanning only every k control periods (k = 1, 2, 4, 8: 50,
+   25, 12.5, 6.25 Hz), the plan's next targets applied open loop in between; tracking error
+   and falls per rate. Simulated time makes the rate exact and independent of this machine.
+
+The process is pinned to core 0 before JAX starts (issue: one core). Results go to the
+`## MPC (controllers/mpc.py)` section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from pathlib import Path
+
+HEADING = "## MPC (controllers/mpc.py)"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(robot, velocity, seconds, replan_every, iterations, budget):
+    from controllers.closed_loop import run_mpc
+    from controllers.mpc import MPC
+
+    mpc = MPC(robot, "trot", (velocity, 0.0, 0.0), horizon=0.5, iterations=iterations,
+              time_budget=budget)  # fmt: skip
+    result = run_mpc(mpc, seconds, replan_every=replan_every, progress=False)
+    cycles = [c.wall_time for c in mpc.stats.cycles[1:]]  # the first solve compiles
+    summary = result.summary(settle=1.0)
+    return summary, cycles
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="go2")
+    parser.add_argument("--velocity", type=float, default=0.5)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--replan", type=int, nargs="*", default=[1, 2, 4, 8])
+    parser.add_argument("--iterations", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=0.5, help="wall budget per cycle [s]")
+    parser.add_argument("--no-pin", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})  # before JAX creates its thread pools
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from benchmarks.markdown_report import cpu_name, publish, versions
+
+    load_before = os.getloadavg()[0]
+    rows = []
+    cycle_times = None
+    for k in args.replan:
+        summary, cycles = measure(
+            args.robot, args.velocity, args.seconds, k, args.iterations, args.budget
+        )
+        if k == 1:
+            cycle_times = np.asarray(cycles)
+        rows.append((k, summary))
+        print(k, summary, flush=True)
+    load_after = os.getloadavg()[0]
+    lines = [
+        HEADING,
+        "",
+        "Written by `benchmarks/bench_mpc.py`; rerun it to refresh this section.",
+        "",
+        f"- Command: `python benchmarks/bench_mpc.py {' '.join(argv or sys.argv[1:])}`".rstrip(),
+        f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
+        f"- CPU: {cpu_name()}, pinned to core 0; 1-min load average {load_before:.2f} before, "
+        f"{load_after:.2f} after (other processes share this 2-core machine)",
+        f"- Versions: {versions('jax', 'jaxlib', 'numpy')}",
+        f"- Problem: {args.robot} trot at {args.velocity} m/s, horizon 0.5 s at 20 ms (25 knots, "
+        f"2 substeps, smooth contact, 10 sweeps), {args.iterations} FDDP iteration(s) per cycle, "
+        f"wall budget {args.budget} s per cycle; plant: `contact.step` at 2 ms, smooth, 20 sweeps; "
+        f"{args.seconds} s simulated per row, tracking measured after the first second.",
+        "",
+    ]
+    if cycle_times is not None and len(cycle_times):
+        med, p99 = np.median(cycle_times), np.percentile(cycle_times, 99)
+        verdict = "met" if med <= 0.02 else "not met"
+        lines += [
+            "### Cycle time (replanning every 20 ms)",
+            "",
+            "| cycles | median ms | p99 ms | max ms | rate at median Hz | target 20 ms |",
+            "|---:|---:|---:|---:|---:|---|",
+            f"| {len(cycle_times)} | {1e3 * med:.0f} | {1e3 * p99:.0f} | "
+            f"{1e3 * cycle_times.max():.0f} | {1 / med:.1f} | {verdict} "
+            f"({med / 0.02:.1f}x the target) |",
+            "",
+        ]
+    lines += [
+        "### Tracking against the replanning rate (simulated time)",
+        "",
+        "| replan every | rate Hz | fell | mean v_x m/s | mean abs v_x error m/s "
+        "| avg speed m/s | RMS yaw-rate error rad/s |",
+        "|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for k, s in rows:
+        lines.append(
+            f"| {20 * k} ms | {50 / k:.2f} | {s['fell']} | {s['mean_forward_velocity']:.3f} | "
+            f"{s['mean_abs_forward_error']:.3f} | {s['average_speed_from_displacement']:.3f} | "
+            f"{s['rms_yaw_rate_error']:.3f} |"
+        )
+    lines.append("")
+    publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
