@@ -173,7 +173,12 @@ class MPC:
         self.stats = MPCStats()
         problem = self._problem_at(state, t)
         start = time.perf_counter()
-        plan = solve(problem, max_iterations=self.warmup_iterations, verbose=False)
+        plan = solve(
+            problem,
+            max_iterations=self.warmup_iterations,
+            verbose=False,
+            guess=GAITS[self.gait].guess,
+        )
         self._accept(plan, t, time.perf_counter() - start, shift=0)
         return self.last_targets.copy()
 

@@ -33,7 +33,6 @@ def to_trajectory(result, mpc: MPC) -> Trajectory:
     """The closed loop as a `Trajectory` (knots = control periods) for saving and viewing."""
     from contact import terrain_to_dict
 
-    summary = result.summary()
     return Trajectory(
         q=result.q,
         v=result.v,
@@ -50,7 +49,6 @@ def to_trajectory(result, mpc: MPC) -> Trajectory:
                 "base_velocity": np.concatenate([result.command, result.command[-1:]]).tolist()
             },
             "foot_names": list(mpc.model.foot_names),
-            "summary": summary,
         },
     )
 

@@ -102,6 +102,22 @@ def test_solve_all_gaits_example(tmp_path):
     assert (tmp_path / "pronk_solo12.npz").exists()
 
 
+
+def test_mpc_trot_example(tmp_path):
+    """Tiny settings: the 3-knot solo12 problem of the solve_trot test above (same structure,
+    so its compiled functions are reused), 0.1 s of closed loop."""
+    result, summary = _load("mpc_trot").main(
+        ["--robot", "solo12", "--velocity", "0.3", "--seconds", "0.1", "--horizon", "0.06",
+         "--iterations", "1", "--out", str(tmp_path), "--quiet"]
+    )  # fmt: skip
+    assert summary["mpc"]["cycles"] == 5 and not summary["fell"]
+    assert result.q.shape == (6, 19) and np.all(np.isfinite(result.q))
+    from trajopt.trajectory import Trajectory
+
+    saved = Trajectory.load(str(tmp_path / "mpc_trot_solo12"))
+    np.testing.assert_array_equal(saved.q, result.q)
+    assert saved.status == "closed_loop" and saved.meta["robot"] == "solo12"
+
 @pytest.mark.slow
 def test_compare_contact_models_example(tmp_path):
     table = _load("compare_contact_models").main(

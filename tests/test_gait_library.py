@@ -9,7 +9,8 @@ settings), 2026-11-30:
     gait   speed m/s  yaw rate  pattern
     stand   0.000      0.00      1.00
     walk    0.476      0.01      0.85
-    trot    0.447     -0.07      0.96
+    trot    0.447     -0.07      0.96   (kinematic guess; 0.483 from the standing guess,
+                                         now the trot's default: gaits.GAITS)
     pace    0.447      0.04      0.79
     bound   0.492      0.01      0.91
     pronk   0.334     -0.05      0.66   (fails: open)

@@ -22,20 +22,27 @@ from .trajectory import Trajectory
 
 SOLVERS = ("fddp", "lbfgs", "ipopt")
 SHOOTING = ("single", "multiple")
-GUESSES = ("kinematic", "standing")
+GUESSES = ("auto", "kinematic", "standing")
 
 
-def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str = "kinematic"):
+def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str = "auto"):
     """`(xs, us)` to start from: the warm start `init` if given, else
 
     guess="kinematic": the stepping gait of `trajopt.kinematic_guess` (footholds, swing arcs,
         leg IK, PD targets that hold the weight);
     guess="standing": the standing targets, with a state guess that moves the base along the
-        commanded velocity.
+        commanded velocity;
+    guess="auto": the gait's own choice (`trajopt.gaits.GAITS[name].guess`, measured per
+        gait), "kinematic" for problems that are not from the gait library.
 
     (`xs` is used by multiple shooting; single shooting rolls out `us`.)"""
     if guess not in GUESSES:
         raise ValueError(f"guess must be one of {GUESSES}, got {guess!r}")
+    if guess == "auto":
+        from .gaits import GAITS
+
+        gait = GAITS.get(problem.name)
+        guess = gait.guess if gait is not None else "kinematic"
     model = problem.model
     T = problem.horizon
     if init is None and guess == "kinematic":
@@ -83,7 +90,7 @@ def solve(
     tolerance: float = 1e-4,
     verbose: bool = True,
     callback=None,
-    guess: str = "kinematic",
+    guess: str = "auto",
 ) -> Trajectory:
     """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
 
