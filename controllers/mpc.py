@@ -32,7 +32,7 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.gaits import GAITS, gait_reference, make_problem
+from trajopt.gaits import GAITS, default_guess, gait_reference, make_problem
 from trajopt.solve import solve
 from trajopt.trajectory import Trajectory
 
@@ -177,7 +177,7 @@ class MPC:
             problem,
             max_iterations=self.warmup_iterations,
             verbose=False,
-            guess=GAITS[self.gait].guess,
+            guess=default_guess(self.model.name, self.gait),
         )
         self._accept(plan, t, time.perf_counter() - start, shift=0)
         return self.last_targets.copy()

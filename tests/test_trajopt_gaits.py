@@ -1,6 +1,6 @@
 """Acceptance tests of the main job: solved trots, re-simulated open loop.
 
-A solved trot for Go2 and Solo12, re-simulated with the same contact model, must reach the
+A solved trot for Go2, Solo12 and ANYmal C, re-simulated with the same contact model, must reach the
 commanded average forward velocity within 10 % over the horizon, keep the base height within a
 band, respect the torque limits, and show a trot contact pattern (diagonal pairs alternate).
 """
@@ -12,7 +12,7 @@ from trajopt.gaits import make_problem
 from trajopt.replay import resimulate_problem
 from trajopt.solve import solve
 
-CASES = {"go2": 0.5, "solo12": 0.3}  # commanded speeds [m/s]
+CASES = {"go2": 0.5, "solo12": 0.3, "anymal_c": 0.3}  # commanded speeds [m/s]
 
 
 def diagonal_pattern(force, threshold=1.0):

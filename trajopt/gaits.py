@@ -50,6 +50,19 @@ GAITS = {
     "turn": Gait((0.0, 0.5, 0.5, 0.0), 0.5, 1.0, yaw=True),
 }
 
+# Per robot, where it differs from the gait's own start (measured like GAITS above): ANYmal C's
+# trot at 0.3 m/s, 0.8 s, 40 iterations reaches 5.33 / 0.276 m/s with a clean diagonal pattern
+# from the kinematic guess, 17.79 / 0.253 m/s with an irregular one from the standing targets.
+ROBOT_GAIT_GUESS = {("anymal_c", "trot"): "kinematic"}
+
+
+def default_guess(robot: str, gait: str) -> str:
+    """The solver's start for a gait-library problem (see `GAITS`, `ROBOT_GAIT_GUESS`)."""
+    if (robot, gait) in ROBOT_GAIT_GUESS:
+        return ROBOT_GAIT_GUESS[(robot, gait)]
+    return GAITS[gait].guess if gait in GAITS else "kinematic"
+
+
 # Per robot: gait period [s], swing clearance [m]; sized to leg length (Solo12 0.32 m
 # stance height, Go2 0.34 m, ANYmal C 0.53 m).
 ROBOT_GAIT_SCALE = {

@@ -32,17 +32,16 @@ def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str
         leg IK, PD targets that hold the weight);
     guess="standing": the standing targets, with a state guess that moves the base along the
         commanded velocity;
-    guess="auto": the gait's own choice (`trajopt.gaits.GAITS[name].guess`, measured per
-        gait), "kinematic" for problems that are not from the gait library.
+    guess="auto": the gait's own choice (`trajopt.gaits.default_guess`, measured per gait
+        and robot), "kinematic" for problems that are not from the gait library.
 
     (`xs` is used by multiple shooting; single shooting rolls out `us`.)"""
     if guess not in GUESSES:
         raise ValueError(f"guess must be one of {GUESSES}, got {guess!r}")
     if guess == "auto":
-        from .gaits import GAITS
+        from .gaits import default_guess
 
-        gait = GAITS.get(problem.name)
-        guess = gait.guess if gait is not None else "kinematic"
+        guess = default_guess(problem.model.name, problem.name)
     model = problem.model
     T = problem.horizon
     if init is None and guess == "kinematic":
