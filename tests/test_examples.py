@@ -153,6 +153,18 @@ def test_deploy_mujoco_example(tmp_path):
     assert len(summary["watchdog_trips"]) == 1 and summary["safety_mode"] == "damping"
 
 
+def test_deploy_mujoco_example_with_the_mpc(tmp_path):
+    """Tiny settings: the 3-knot solo12 problem of the solve_trot test (compiled there),
+    0.3 s on MuJoCo through the interface; the walking itself is tests/test_mpc.py's (slow)."""
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_mujoco").main(
+        ["--robot", "solo12", "--controller", "mpc", "--seconds", "0.3", "--horizon", "0.06",
+         "--velocity", "0.3", "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert summary["controller"] == "mpc" and summary["timing"]["controller"]["ticks"] == 15
+    assert summary["safety_mode"] == "normal"
+    assert summary["min_base_height_m"] > 0.15  # solo12 stands at about 0.23 m
+
 def test_deploy_network_example(tmp_path):
     pytest.importorskip("mujoco")
     summary = _load("deploy_network").main(["--seconds", "1.5", "--out", str(tmp_path)])
