@@ -24,10 +24,14 @@ prints its final status as a last JSON line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import select
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -192,6 +196,34 @@ def make_robot(robot: str, backend: str, **driver):
         SimRobot(model, **driver).advance(0.002)  # compile now, not in the first deadline
         return SimRobot(model, **driver)
     raise ValueError(f"backend must be 'mujoco' or 'sim', got {backend!r}")
+
+
+@contextlib.contextmanager
+def spawn(args=(), *, startup_timeout: float = 60.0, stderr=None):
+    """Start `python -m controllers.robot_server *args` and wait for its ready line; yields
+    `(process, port)`. The process is always stopped (terminate, then kill) on exit.
+
+    Raises `TimeoutError` when no ready line arrives within `startup_timeout` [s]."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "controllers.robot_server", *args]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
+        if not ready:
+            raise TimeoutError(f"the robot process did not start within {startup_timeout} s")
+        line = json.loads(proc.stdout.readline())
+        if not line.get("ready"):
+            raise RuntimeError(f"the robot process did not report ready: {line}")
+        yield proc, line["port"]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        proc.stdout.close()
 
 
 def main(argv=None) -> dict:

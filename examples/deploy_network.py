@@ -19,14 +19,11 @@ import contextlib
 import json
 import logging
 import os
-import select
-import subprocess
-import sys
 
 import numpy as np
 
 import dynamics
-from controllers import control_loop
+from controllers import control_loop, robot_server
 from controllers.backends.udp import UdpRobot
 from controllers.faults import UdpFaultProxy
 from controllers.interface import JointMap
@@ -34,30 +31,12 @@ from controllers.pose import PoseController
 from controllers.safety import SafetyConfig, SafetyLayer
 from controllers.timing import format_summary
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-@contextlib.contextmanager
 def robot_process(robot: str, backend: str, command_timeout: float, startup_timeout=120.0):
     """The robot process on a free loopback port; yields `(process, port)`; always stopped."""
-    cmd = [sys.executable, "-m", "controllers.robot_server", "--robot", robot,
-           "--backend", backend, "--command-timeout", str(command_timeout),
-           "--max-command-age", str(command_timeout), "--max-lifetime", "600"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
-        if not ready:
-            raise TimeoutError("the robot process did not start")
-        yield proc, json.loads(proc.stdout.readline())["port"]
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        proc.stdout.close()
+    args = ["--robot", robot, "--backend", backend, "--command-timeout", str(command_timeout),
+            "--max-command-age", str(command_timeout), "--max-lifetime", "600"]  # fmt: skip
+    return robot_server.spawn(args, startup_timeout=startup_timeout)
 
 
 def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, command_rate=500.0,

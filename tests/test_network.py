@@ -7,20 +7,16 @@ of the robot process, whatever the scheduling noise). Every process and socket i
 `finally`/fixture teardown, with timeouts.
 """
 
-import contextlib
 import json
-import os
-import select
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
 import dynamics
-from controllers import control_loop
+from controllers import control_loop, robot_server
 from controllers.backends import wire
 from controllers.backends.udp import UdpRobot
 from controllers.faults import FaultyController, UdpFaultProxy, stall
@@ -30,7 +26,6 @@ from controllers.safety import Mode, SafetyConfig, SafetyLayer
 
 pytest.importorskip("mujoco")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DT = 0.002  # the robot process's MuJoCo step [s]
 TOLERANT = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.3)
 
@@ -40,29 +35,10 @@ def joint_map():
     return JointMap.from_model(dynamics.load_robot("go2"))
 
 
-@contextlib.contextmanager
 def robot_process(*args, startup_timeout=60.0):
     """A `controllers.robot_server` subprocess; yields `(process, port)`; always stopped."""
-    cmd = [sys.executable, "-m", "controllers.robot_server", "--robot", "go2",
-           "--max-lifetime", "60", *args]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
-        assert ready, "robot process did not start"
-        line = json.loads(proc.stdout.readline())
-        assert line["ready"]
-        yield proc, line["port"]
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        proc.stdout.close()
+    args = ["--robot", "go2", "--max-lifetime", "60", *args]
+    return robot_server.spawn(args, startup_timeout=startup_timeout, stderr=subprocess.DEVNULL)
 
 
 def stand_command(joint_map, m, **changes):
