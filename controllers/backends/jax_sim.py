@@ -30,6 +30,7 @@ from ..interface import GRAVITY, JointCommand, JointMap, Measurement, rotation_f
 from ..motor import MotorDriver
 from ..pd import pd_torque
 from ..safety import TIME_EPS
+from .driven import DrivenRobot
 
 
 def _held_command_rollout(model, params, state, q_t, qd_t, kp, kd, tau_ff, num_steps, contact):
@@ -51,7 +52,7 @@ def _held_command_rollout(model, params, state, q_t, qd_t, kp, kd, tau_ff, num_s
 _rollout = jax.jit(_held_command_rollout, static_argnames=("contact",))
 
 
-class SimRobot:
+class SimRobot(DrivenRobot):
     """A `SimulatedRobot` on `contact.step` (see module docstring).
 
     Args:
@@ -89,9 +90,6 @@ class SimRobot:
         self.sequence = 0
 
     # ------------------------------------------------------------- RobotInterface
-    def now(self) -> float:
-        return self.steps * self.dt
-
     def read(self) -> Measurement:
         q, v = np.asarray(self.state.q), np.asarray(self.state.v)
         qb, vb = np.asarray(self._before.q), np.asarray(self._before.v)
@@ -116,21 +114,10 @@ class SimRobot:
             robot_mode=self.driver.mode,
         )
 
-    def write(self, command: JointCommand) -> None:
-        self.driver.submit(command, self.now())
-
-    def estop(self) -> None:
-        self.driver.estop(self.now())
-
-    def close(self) -> None:
-        pass
-
     # ------------------------------------------------------------- SimulatedRobot
     def advance(self, duration: float) -> None:
         """Simulate `duration` [s] (a multiple of `dt`) under the drivers' PD."""
-        remaining = int(round(duration / self.dt))
-        if abs(remaining * self.dt - duration) > 1e-9:
-            raise ValueError(f"duration {duration} is not a multiple of dt = {self.dt}")
+        remaining = self.steps_in(duration)
         while remaining > 0:
             now = self.now()
             q_joint = np.asarray(self.state.q)[7:]

@@ -22,8 +22,9 @@ import numpy as np
 from dynamics.mjcf import qpos_from_q, qvel_from_v, to_mjcf
 from dynamics.model import Model
 
-from ..interface import JointCommand, JointMap, Measurement
+from ..interface import JointMap, Measurement
 from ..motor import MotorDriver
+from .driven import DrivenRobot
 
 IMU_SITE = "imu"
 _BASE_SENSORS = (  # name, MuJoCo sensor type, dimension
@@ -66,7 +67,7 @@ def mujoco_robot_model(model: Model, **mjcf_options):
     return spec.compile()
 
 
-class MuJoCoRobot:
+class MuJoCoRobot(DrivenRobot):
     """A `SimulatedRobot` on MuJoCo (see module docstring).
 
     Args:
@@ -130,9 +131,6 @@ class MuJoCoRobot:
         self._mujoco.mj_forward(self.mj, self.data)
 
     # ------------------------------------------------------------- RobotInterface
-    def now(self) -> float:
-        return self.steps * self.dt
-
     def read(self) -> Measurement:
         self._mujoco.mj_forward(self.mj, self.data)
         s = self.data.sensordata
@@ -152,21 +150,10 @@ class MuJoCoRobot:
             robot_mode=self.driver.mode,
         )
 
-    def write(self, command: JointCommand) -> None:
-        self.driver.submit(command, self.now())
-
-    def estop(self) -> None:
-        self.driver.estop(self.now())
-
-    def close(self) -> None:
-        pass
-
     # ------------------------------------------------------------- SimulatedRobot
     def advance(self, duration: float) -> None:
         """Simulate `duration` [s] (a multiple of `timestep`), the PD at every step."""
-        n = int(round(duration / self.dt))
-        if abs(n * self.dt - duration) > 1e-9:
-            raise ValueError(f"duration {duration} is not a multiple of timestep = {self.dt}")
+        n = self.steps_in(duration)
         d, mj, step = self.data, self.mj, self._mujoco.mj_step
         for _ in range(n):
             q, qd = d.qpos[self._qpos_adr], d.qvel[self._dof_adr]
