@@ -31,8 +31,13 @@ from trajopt.trajectory import Trajectory
 
 def to_trajectory(result, mpc: MPC) -> Trajectory:
     """The closed loop as a `Trajectory` (knots = control periods) for saving and viewing."""
-    from contact import terrain_to_dict
+    from trajopt.fddp import problem_description
 
+    meta = problem_description(mpc.problem)  # terrain, foot names and radius
+    # the reference is the command that was applied, knot by knot (not the planner's last)
+    meta["reference"] = {
+        "base_velocity": np.concatenate([result.command, result.command[-1:]]).tolist()
+    }
     return Trajectory(
         q=result.q,
         v=result.v,
@@ -40,16 +45,7 @@ def to_trajectory(result, mpc: MPC) -> Trajectory:
         dt=mpc.dt,
         force=result.force,
         status="closed_loop",
-        meta={
-            "robot": mpc.model.name,
-            "problem": f"mpc_{mpc.gait}",
-            "solver": "mpc-fddp",
-            "terrain": terrain_to_dict(mpc.problem.data.params.terrain),
-            "reference": {
-                "base_velocity": np.concatenate([result.command, result.command[-1:]]).tolist()
-            },
-            "foot_names": list(mpc.model.foot_names),
-        },
+        meta={"robot": mpc.model.name, "problem": f"mpc_{mpc.gait}", "solver": "mpc-fddp", **meta},
     )
 
 

@@ -19,14 +19,15 @@ import time
 import numpy as np
 
 import dynamics
+from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.solve import SOLVERS, solve
 from viz import publish_result
 
 
-def contact_pattern(force: np.ndarray, threshold: float = 1.0) -> np.ndarray:
+def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> np.ndarray:
     """`(nfeet, T)` 0/1 matrix: a foot is in contact when its normal force exceeds `threshold`."""
-    return (force[:, :, 2] > threshold).astype(int).T
+    return contact_flags(force, threshold).astype(int).T
 
 
 def summarize(traj, problem) -> dict:

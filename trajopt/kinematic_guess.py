@@ -33,6 +33,14 @@ IK_ITERATIONS = 30
 IK_DAMPING = 1e-6
 
 
+def _pinocchio(model):
+    """`(pin_model, data, foot_frame_ids)` of the robot's Pinocchio model (C++ kinematics)."""
+    from dynamics.robots import load_pinocchio
+
+    pin_model = load_pinocchio(model.name).model
+    return pin_model, pin_model.createData(), [pin_model.getFrameId(f) for f in model.foot_names]
+
+
 def _yaw_quaternion(yaw: float) -> np.ndarray:
     """Quaternion `[x, y, z, w]` of a rotation by `yaw` about z."""
     return np.array([0.0, 0.0, np.sin(0.5 * yaw), np.cos(0.5 * yaw)])
@@ -116,8 +124,6 @@ def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray
     targets of the kinematic guess (see the module docstring)."""
     import pinocchio as pin
 
-    from dynamics.robots import load_pinocchio
-
     model = problem.model
     ref = problem.data.reference
     terrain = problem.data.params.terrain
@@ -134,13 +140,11 @@ def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray
         base_q[t, 2] = ground + heights[t]
         base_q[t, 3:7] = _yaw_quaternion(yaw[t])
 
-    pin_model = load_pinocchio(model.name).model
-    data = pin_model.createData()
+    pin_model, data, foot_ids = _pinocchio(model)
     q_stand = np.asarray(model.q_standing, dtype=float).copy()
     q_stand[3:7] = [0.0, 0.0, 0.0, 1.0]
     q_stand[0:2] = 0.0
     pin.framesForwardKinematics(pin_model, data, q_stand)
-    foot_ids = [pin_model.getFrameId(f) for f in model.foot_names]
     offsets = np.array([data.oMf[f].translation for f in foot_ids])  # base-relative, yaw 0
     offsets[:, 2] = 0.0
     radius = np.broadcast_to(np.asarray(model.foot_radius, float), (len(foot_ids),))
@@ -183,11 +187,7 @@ def leg_inverse_kinematics(model, base_q: np.ndarray, feet: np.ndarray) -> np.nd
     limits enforced by clipping, warm-started from the previous knot."""
     import pinocchio as pin
 
-    from dynamics.robots import load_pinocchio
-
-    pin_model = load_pinocchio(model.name).model
-    data = pin_model.createData()
-    foot_ids = [pin_model.getFrameId(f) for f in model.foot_names]
+    pin_model, data, foot_ids = _pinocchio(model)
     nqb = model.nq - model.nu
     nvb = model.nv - model.nu
     lo = np.asarray(model.lower_position_limit)[nqb:]
@@ -222,11 +222,7 @@ def holding_torques(model, q: np.ndarray, stance: np.ndarray) -> np.ndarray:
     `tau = g_j(q) - sum_i J_i[:, j]^T f_i`. Zero gravity compensation of the legs in flight."""
     import pinocchio as pin
 
-    from dynamics.robots import load_pinocchio
-
-    pin_model = load_pinocchio(model.name).model
-    data = pin_model.createData()
-    foot_ids = [pin_model.getFrameId(f) for f in model.foot_names]
+    pin_model, data, foot_ids = _pinocchio(model)
     nvb = model.nv - model.nu
     weight = model.total_mass * 9.81
     out = np.zeros((q.shape[0], model.nu))
