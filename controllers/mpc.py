@@ -32,7 +32,7 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.gaits import GAITS, default_guess, gait_reference, make_problem
+from trajopt.gaits import check_gait, default_guess, gait_reference, make_problem
 from trajopt.solve import solve
 from trajopt.trajectory import Trajectory
 
@@ -104,8 +104,7 @@ class MPC:
         max_failures: int = 3,
         **problem_options,
     ):
-        if gait not in GAITS:
-            raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+        check_gait(gait)
         if horizon < dt:
             raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
         if iterations < 1 or warmup_iterations < 1:
@@ -146,8 +145,7 @@ class MPC:
 
     def set_gait(self, gait: str) -> None:
         """Switch the gait pattern from the next cycle on (no recompilation)."""
-        if gait not in GAITS:
-            raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+        check_gait(gait)
         self.gait = gait
 
     # ------------------------------------------------------------------ the cycle

@@ -89,6 +89,12 @@ DEFAULT_WEIGHTS = {
 }
 
 
+def check_gait(gait: str) -> None:
+    """Raise `ValueError` naming the available gaits unless `gait` is one of them."""
+    if gait not in GAITS:
+        raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+
+
 def available_gaits() -> tuple:
     return tuple(GAITS)
 
@@ -118,8 +124,7 @@ def gait_reference(
     and swing clearance from the gait's phase at those times (so a receding horizon keeps the
     phase), the commanded base velocity (base frame; for "turn" the yaw rate), the standing
     height and joint posture."""
-    if gait not in GAITS:
-        raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+    check_gait(gait)
     spec = GAITS[gait]
     default_period, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
     period = default_period * spec.period_scale if period is None else period
@@ -174,8 +179,7 @@ def make_problem(
         initial_state: default: the standing pose at rest.
         period: gait period [s] (default per robot).
     """
-    if gait not in GAITS:
-        raise ValueError(f"unknown gait {gait!r}; available gaits: {', '.join(GAITS)}")
+    check_gait(gait)
     for name, value in (("duration", duration), ("dt", dt)):
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be positive, got {value}")
