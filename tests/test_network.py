@@ -167,20 +167,27 @@ def test_client_rejects_bad_measurements(joint_map):
             m = measurement_from_state(q, np.zeros(18), timestamp=stamp, sequence=seq)
             return wire.encode_measurement(m.replace(**changes), seq)
 
-        now = 100.0  # the fake robot's clock
-        good1 = sample(1, now)
+        t0 = time.perf_counter()
+
+        def robot_clock():  # the fake robot's clock: 100 s ahead of ours, ticking with it
+            return 100.0 + time.perf_counter() - t0
+
+        good1 = sample(1, robot_clock())
         bad = [
             good1[:-3],  # truncated
             good1[:50] + bytes([good1[50] ^ 1]) + good1[51:],  # bad_crc
-            sample(1, now + 0.001),  # out_of_order (duplicate sequence)
-            sample(2, now - 0.5),  # stale: 0.5 s older than the stream's clock
+            sample(1, robot_clock()),  # out_of_order (duplicate sequence)
+            sample(2, robot_clock() - 0.5),  # stale: stamped 0.5 s before it was sent
             wire.encode_measurement(
                 measurement_from_state(
-                    np.concatenate([q[:7], np.zeros(11)]), np.zeros(17), timestamp=now, sequence=3
+                    np.concatenate([q[:7], np.zeros(11)]),
+                    np.zeros(17),
+                    timestamp=robot_clock(),
+                    sequence=3,
                 ),
                 3,
             ),  # wrong_joint_count
-            sample(4, now, joint_q=np.full(12, np.nan)),  # non-finite
+            sample(4, robot_clock(), joint_q=np.full(12, np.nan)),  # non-finite
         ]
         client.sock.sendto(b"", fake.getsockname())  # nothing; the client must tolerate it
         fake.sendto(good1, client.sock.getsockname())
@@ -188,16 +195,18 @@ def test_client_rejects_bad_measurements(joint_map):
         assert client.read().sequence == 1
         for data in bad:
             fake.sendto(data, client.sock.getsockname())
-        fake.sendto(sample(7, now + 0.003), client.sock.getsockname())
-        time.sleep(0.05)
+        client.read()
+        stamp7 = robot_clock()
+        fake.sendto(sample(7, stamp7), client.sock.getsockname())
+        time.sleep(0.02)
         m = client.read()
-        assert m.sequence == 7 and m.timestamp == now + 0.003
+        assert m.sequence == 7 and m.timestamp == stamp7
         for kind in ("truncated", "bad_crc", "out_of_order", "stale", "wrong_joint_count"):
             assert client.counters[kind] == 1, (kind, client.counters)
         assert client.counters["nonfinite"] == 1 and client.counters["accepted"] == 2
         assert client.lost == 5  # sequences 2..6 never accepted
         # the robot clock estimate follows the stream
-        assert abs(client.now() - (now + 0.003)) < 0.2
+        assert abs(client.now() - robot_clock()) < 0.2
     finally:
         client.close()
         fake.close()
