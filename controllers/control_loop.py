@@ -102,6 +102,16 @@ _LOG_KEYS = (
 )
 
 
+def average_speed(log: dict, after: float) -> float:
+    """Average forward speed [m/s] of a loop log: world x displacement of the measured base
+    over the time from `after` [s] to the end (NaN with fewer than two samples)."""
+    t, pos = log["t"], log["base_position"]
+    keep = t >= after
+    if keep.sum() < 2:
+        return float("nan")
+    return float((pos[-1, 0] - pos[keep][0, 0]) / (t[-1] - t[keep][0]))
+
+
 def wait_for_measurement(robot: RobotInterface, timeout: float, poll: float = 0.001):
     """The first measurement `robot.read()` returns within `timeout` [s] of wall time."""
     deadline = time.perf_counter() + timeout

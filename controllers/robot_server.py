@@ -11,6 +11,12 @@ the wall clock; when the process falls behind it catches up with bursts of at mo
 `MAX_CATCH_UP` steps and counts the late ticks as `overruns`. Simulated time starts when the
 first controller subscribes (HELLO).
 
+With `--lockstep` the simulation does not follow the wall clock: it waits for STEP messages
+(`wire.MessageType.STEP`, "simulate up to robot time T") and then runs the physics to T,
+publishing measurements as above and always one at T. A controller slower than real time
+(an MPC on this CPU) then drives the robot over the same transport, checks and drivers as a
+real-time one, deterministically; `backends.udp.LockstepUdpRobot` is its client end.
+
 Incoming datagrams (layout: `controllers.backends.wire`) are checked in this order, and
 rejected ones are counted and never applied: layout errors (truncated, bad length, magic,
 version, CRC, type), joint count, then per sender: sequence (out of order), command age
@@ -55,8 +61,11 @@ class RobotServer:
         *,
         max_command_age: float = 0.1,
         measurement_every: int = 1,
+        lockstep: bool = False,
     ):
         self.robot = robot
+        self.lockstep = lockstep
+        self.step_target = -np.inf  # lockstep: simulate up to this robot time
         self.sock = sock
         self.sock.setblocking(False)
         self.max_command_age = max_command_age
@@ -66,7 +75,17 @@ class RobotServer:
         self.filters: dict = {}  # (address, type) -> SequenceFilter
         self.sequence = 0
         self.running = True
-        keys = ("received", "commands", "hello", "estop", "status", "sent", "overruns")
+        keys = (
+            "received",
+            "commands",
+            "hello",
+            "estop",
+            "status",
+            "sent",
+            "overruns",
+            "steps",
+            "ignored_steps",
+        )
         self.counters = {k: 0 for k in (*keys, *wire.REJECTIONS)}
 
     # ------------------------------------------------------------- incoming
@@ -99,6 +118,12 @@ class RobotServer:
             self._send(wire.encode(wire.MessageType.STATUS, 0, self.robot.now(), payload), address)
         elif kind is wire.MessageType.SHUTDOWN:
             self.running = False
+        elif kind is wire.MessageType.STEP:
+            if not self.lockstep or not np.isfinite(packet.timestamp):
+                self.counters["ignored_steps"] += 1
+                return
+            self.counters["steps"] += 1
+            self.step_target = max(self.step_target, packet.timestamp)
 
     def _command(self, packet: wire.Packet) -> None:
         now = self.robot.now()
@@ -143,7 +168,8 @@ class RobotServer:
 
     # ------------------------------------------------------------- real-time loop
     def serve(self, max_lifetime: float = 600.0) -> dict:
-        """Run in real time until SHUTDOWN or `max_lifetime` [s]; returns the final status.
+        """Run in real time (or lockstep) until SHUTDOWN or `max_lifetime` [s] of wall time;
+        returns the final status.
 
         Simulated time starts with the first subscriber (a simulated robot waits for its
         controller instead of sitting down in its drivers' damping mode meanwhile)."""
@@ -152,6 +178,8 @@ class RobotServer:
         while self.running and not self.subscribers and time.perf_counter() - born < max_lifetime:
             self.drain()
             time.sleep(0.001)
+        if self.lockstep:
+            return self._serve_lockstep(born + max_lifetime)
         start = time.perf_counter()
         steps = 0
         if self.subscribers:
@@ -172,6 +200,31 @@ class RobotServer:
                     time.sleep(min(delay, dt))
         return self.status()
 
+    def _serve_lockstep(self, end: float) -> dict:
+        """Simulate up to each STEP's target robot time; sleep in `select` meanwhile."""
+        dt = self.robot.dt
+        if self.subscribers:
+            self._publish()
+        while self.running and time.perf_counter() < end:
+            ready, _, _ = select.select(
+                [self.sock], [], [], min(0.1, max(end - time.perf_counter(), 0))
+            )
+            if not ready:
+                continue
+            self.drain()
+            if self.step_target == -np.inf:
+                continue
+            steps = 0
+            while self.robot.now() < self.step_target - 0.5 * dt:
+                self.robot.advance(dt)
+                steps += 1
+                if steps % self.measurement_every == 0:
+                    self._publish()
+            if steps % self.measurement_every != 0 or steps == 0:
+                self._publish()  # the measurement at the target (again, for a repeated STEP)
+            self.step_target = -np.inf
+        return self.status()
+
     def _publish(self) -> None:
         if not self.subscribers:
             return
@@ -181,20 +234,24 @@ class RobotServer:
             self._send(data, address)
 
 
-def make_robot(robot: str, backend: str, **driver):
-    """A simulated robot by name: backend "mujoco" or "sim" (this project's simulator)."""
+def make_robot(robot: str, backend: str, timestep: float = 0.002, **driver):
+    """A simulated robot by name: backend "mujoco" or "sim" (this project's simulator), its
+    physics (and drivers' PD) step `timestep` [s]."""
     import dynamics
 
     model = dynamics.load_robot(robot)
     if backend == "mujoco":
         from .backends.mujoco_sim import MuJoCoRobot
 
-        return MuJoCoRobot(model, **driver)
+        return MuJoCoRobot(model, timestep=timestep, **driver)
     if backend == "sim":
+        import contact
+
         from .backends.jax_sim import SimRobot
 
-        SimRobot(model, **driver).advance(0.002)  # compile now, not in the first deadline
-        return SimRobot(model, **driver)
+        params = contact.StepParams(terrain=contact.flat(friction=0.8), dt=timestep)
+        SimRobot(model, params=params, **driver).advance(timestep)  # compile now, not later
+        return SimRobot(model, params=params, **driver)
     raise ValueError(f"backend must be 'mujoco' or 'sim', got {backend!r}")
 
 
@@ -236,6 +293,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--max-command-age", type=float, default=0.1, help="[s]")
     parser.add_argument("--measurement-every", type=int, default=1, help="physics steps")
     parser.add_argument("--max-lifetime", type=float, default=600.0, help="[s]")
+    parser.add_argument("--timestep", type=float, default=0.002, help="physics step [s]")
+    parser.add_argument(
+        "--lockstep", action="store_true", help="simulate on STEP messages, not in real time"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     robot = make_robot(
@@ -243,11 +304,16 @@ def main(argv=None) -> dict:
         args.backend,
         command_timeout=args.command_timeout,
         max_command_age=args.max_command_age,
+        timestep=args.timestep,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((args.host, args.port))
     server = RobotServer(
-        robot, sock, max_command_age=args.max_command_age, measurement_every=args.measurement_every
+        robot,
+        sock,
+        max_command_age=args.max_command_age,
+        measurement_every=args.measurement_every,
+        lockstep=args.lockstep,
     )
 
     def stop(*_):
@@ -256,7 +322,8 @@ def main(argv=None) -> dict:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     port = sock.getsockname()[1]
-    ready = {"ready": True, "port": port, "robot": args.robot, "backend": args.backend}
+    ready = {"ready": True, "port": port, "robot": args.robot, "backend": args.backend,
+             "lockstep": args.lockstep}  # fmt: skip
     print(json.dumps(ready), flush=True)
     try:
         final = server.serve(args.max_lifetime)

@@ -29,26 +29,8 @@ from controllers.faults import FaultyRobot
 from controllers.interface import VelocityCommand
 from controllers.pose import PoseController
 from controllers.safety import SafetyConfig, SafetyLayer
+from controllers.state_feedback import mpc_controller, mpc_safety_config
 from controllers.timing import format_summary
-
-
-def _average_speed(log, after):
-    """Average forward speed [m/s] from the base displacement after `after` seconds."""
-    t, pos = log["t"], log["base_position"]
-    keep = t >= after
-    if keep.sum() < 2:
-        return float("nan")
-    return float((pos[-1, 0] - pos[keep][0, 0]) / (t[-1] - t[keep][0]))
-
-
-def make_mpc_controller(robot_name, joint_map, horizon=0.5, iterations=3):
-    """The MPC (trot) as a `Controller`: three FDDP iterations per cycle, the number measured to
-    walk on MuJoCo (one falls after 1.3-2.9 s; see tests/test_mpc.py)."""
-    from controllers.mpc import MPC
-    from controllers.state_feedback import StateFeedbackController
-
-    mpc = MPC(robot_name, "trot", (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)
-    return StateFeedbackController(mpc, joint_map)
 
 
 def run(robot_name="go2", seconds=5.0, control_rate=50.0, command_rate=500.0,
@@ -61,9 +43,8 @@ def run(robot_name="go2", seconds=5.0, control_rate=50.0, command_rate=500.0,
     config = SafetyConfig(soft_start_duration=soft_start)
     source = None
     if controller == "mpc":
-        ctrl = make_mpc_controller(robot_name, robot.joint_map, horizon, iterations)
-        # the planned swing moves Go2's calves faster than their 15.7 rad/s velocity limit
-        config = SafetyConfig(soft_start_duration=min(soft_start, 0.2), max_target_rate=30.0)
+        ctrl = mpc_controller(robot_name, robot.joint_map, "trot", horizon, iterations)
+        config = mpc_safety_config(soft_start=min(soft_start, 0.2))
         source = lambda t: VelocityCommand(velocity if t >= 0.5 else 0.0, 0.0, 0.0)  # noqa: E731
     else:
         ctrl = PoseController.standing(robot.joint_map)
@@ -87,7 +68,9 @@ def run(robot_name="go2", seconds=5.0, control_rate=50.0, command_rate=500.0,
         "settled_base_height_m": float(np.mean(z[last])),
         "min_base_height_m": float(np.min(z)),
         "controller": controller,
-        "average_speed_m_per_s": _average_speed(result.log, after=min(1.5, 0.5 * seconds)),
+        "average_speed_m_per_s": control_loop.average_speed(
+            result.log, after=min(1.5, 0.5 * seconds)
+        ),
         "safety_mode": result.safety.mode.value,
         "safety_events": [
             {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}

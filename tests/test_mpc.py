@@ -204,22 +204,19 @@ def test_the_same_mpc_walks_on_mujoco_through_the_interface_for_5_s():
     from controllers import control_loop
     from controllers.backends.mujoco_sim import MuJoCoRobot
     from controllers.interface import VelocityCommand
-    from controllers.safety import SafetyConfig, SafetyLayer
-    from controllers.state_feedback import StateFeedbackController
+    from controllers.safety import SafetyLayer
+    from controllers.state_feedback import mpc_controller, mpc_safety_config
 
     model = dynamics.load_robot("go2")
     robot = MuJoCoRobot(model, timestep=0.002)
-    mpc = MPC("go2", "trot", (0.0, 0.0, 0.0), horizon=0.5, iterations=3)
-    controller = StateFeedbackController(mpc, robot.joint_map)
-    config = SafetyConfig(soft_start_duration=0.2, max_target_rate=30.0)
-    safety = SafetyLayer(robot.joint_map, config)
+    controller = mpc_controller("go2", robot.joint_map, "trot", horizon=0.5, iterations=3)
+    safety = SafetyLayer(robot.joint_map, mpc_safety_config(soft_start=0.2))
     result = control_loop.run(
         robot, controller, safety, duration=5.0, control_dt=0.02, command_dt=0.002,
         command_source=lambda t: VelocityCommand(0.5 if t >= 0.5 else 0.0, 0.0, 0.0),
     )  # fmt: skip
-    t, pos = result.log["t"], result.log["base_position"]
-    keep = t >= 1.5
-    speed = (pos[-1, 0] - pos[keep][0, 0]) / (t[-1] - t[keep][0])
+    pos = result.log["base_position"]
+    speed = control_loop.average_speed(result.log, after=1.5)
     print(f"MuJoCo: average speed {speed:.3f} m/s after 1.5 s, min height {pos[:, 2].min():.3f}")
     assert result.safety.mode.value not in ("damping", "estop"), result.safety.events
     assert pos[:, 2].min() > 0.5 * float(model.q_standing[2])  # did not fall

@@ -18,7 +18,8 @@ import pytest
 import dynamics
 from controllers import control_loop, robot_server
 from controllers.backends import wire
-from controllers.backends.udp import UdpRobot
+from controllers.backends.mujoco_sim import MuJoCoRobot
+from controllers.backends.udp import LockstepUdpRobot, UdpRobot
 from controllers.faults import FaultyController, UdpFaultProxy, stall
 from controllers.interface import JointCommand, JointMap, RobotMode, measurement_from_state
 from controllers.pose import PoseController
@@ -277,3 +278,41 @@ def test_lossy_link_is_tolerated_then_cut_link_damps(joint_map):
             robot.shutdown_robot()
             robot.close()
             proxy.close()
+
+
+def test_lockstep_over_udp_reproduces_the_in_process_run_exactly(joint_map):
+    """`--lockstep`: the robot process simulates only on STEP, so the stand run over UDP is the
+    same computation as with `MuJoCoRobot` in this process: identical logs, bit for bit (the
+    wire carries float64). A STEP to a real-time robot is ignored and counted."""
+    kwargs = dict(duration=0.6, control_dt=0.02, command_dt=DT)
+
+    def stand(robot):
+        return control_loop.run(
+            robot, PoseController.standing(joint_map), SafetyLayer(joint_map, TOLERANT), **kwargs
+        )
+
+    local = stand(MuJoCoRobot(dynamics.load_robot("go2"), timestep=DT, command_timeout=0.1,
+                              max_command_age=0.1))  # fmt: skip
+    with robot_process("--lockstep") as (proc, port):
+        robot = LockstepUdpRobot(("127.0.0.1", port), joint_map)
+        try:
+            remote = stand(robot)
+            status = robot.status()
+            robot.shutdown_robot()
+            proc.wait(timeout=10)
+        finally:
+            robot.close()
+    assert status["transport"]["steps"] == 300 and status["robot_time"] == pytest.approx(0.6)
+    for key in ("t", "joint_q", "joint_qd", "base_position", "q_target"):
+        np.testing.assert_array_equal(remote.log[key], local.log[key], err_msg=key)
+    assert remote.safety.mode is Mode.NORMAL and robot.counters["accepted"] == 301
+
+    with robot_process() as (proc, port):  # real time
+        robot = UdpRobot(("127.0.0.1", port), joint_map, max_measurement_age=0.3)
+        try:
+            robot._send(wire.MessageType.STEP, timestamp=10.0, num_joints=0)
+            status = robot.status()
+            assert status["transport"]["ignored_steps"] == 1 and status["robot_time"] < 5
+            robot.shutdown_robot()
+        finally:
+            robot.close()

@@ -19,6 +19,7 @@ counters are in `status()`.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 
@@ -173,3 +174,56 @@ class UdpRobot:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class LockstepUdpRobot(UdpRobot):
+    """The controller's end of a lockstep link (`python -m controllers.robot_server --lockstep`):
+    a `SimulatedRobot` over UDP, so `control_loop.run` drives it in simulated time.
+
+    `advance(duration)` sends STEP (simulate up to `now() + duration`) and waits for the
+    measurement stamped at that time, re-sending the STEP every `resend_every` [s] (STEP is
+    idempotent, so a lost datagram costs a wait, not a double step); `TimeoutError` after
+    `step_timeout` [s]. `now()` is the robot time of the newest accepted measurement: the
+    robot's clock stands still while the controller computes, so the wall-clock staleness check
+    of `UdpRobot` does not apply (`max_measurement_age` is infinite); ordering, layout, CRC,
+    joint count and finiteness checks all do.
+    """
+
+    def __init__(
+        self,
+        address,
+        joint_map: JointMap,
+        *,
+        step_timeout: float = 10.0,
+        resend_every: float = 0.2,
+        connect_timeout: float = 2.0,
+        bind=("127.0.0.1", 0),
+    ):
+        inf = float("inf")
+        kwargs = dict(max_measurement_age=inf, connect_timeout=connect_timeout, bind=bind)
+        super().__init__(address, joint_map, **kwargs)
+        self.step_timeout = step_timeout
+        self.resend_every = resend_every
+
+    def now(self) -> float:
+        return 0.0 if self.latest is None else self.latest.timestamp
+
+    def advance(self, duration: float) -> None:
+        """Let the robot simulate `duration` [s] and wait for its measurement at the end."""
+        target = self.now() + duration
+        deadline = time.perf_counter() + self.step_timeout
+        while time.perf_counter() < deadline:
+            self._send(wire.MessageType.STEP, timestamp=target, num_joints=0)
+            resend = min(deadline, time.perf_counter() + self.resend_every)
+            while time.perf_counter() < resend:
+                ready, _, _ = select.select(
+                    [self.sock], [], [], max(resend - time.perf_counter(), 0)
+                )
+                if ready:
+                    self._drain()
+                if self.latest is not None and self.latest.timestamp >= target - 1e-9:
+                    return
+        raise TimeoutError(
+            f"the robot at {self.address} did not reach robot time {target:.4f} s within "
+            f"{self.step_timeout} s (is it running with --lockstep?)"
+        )

@@ -32,6 +32,10 @@ Types and payloads (float64 arrays, each `(nu,)` unless stated, joint order of `
     5 STATUS_REQ   controller -> robot: ask for a STATUS. No payload.
     6 STATUS       robot -> controller: payload UTF-8 JSON object (counters, mode, times).
     7 SHUTDOWN     controller -> robot: stop the robot process (simulated robots only).
+    8 STEP         controller -> robot, lockstep simulation only (`robot_server --lockstep`):
+                   timestamp: the robot time to simulate up to; no payload. Idempotent (a
+                   target already reached only re-sends the newest measurement), so a lost
+                   STEP is simply sent again. A real-time robot counts and ignores it.
 
 A receiver rejects and counts, and never applies: datagrams shorter than header + trailer or
 than their declared length (`truncated`), longer than declared (`bad_length`), wrong magic
@@ -74,6 +78,7 @@ class MessageType(enum.IntEnum):
     STATUS_REQ = 5
     STATUS = 6
     SHUTDOWN = 7
+    STEP = 8
 
 
 REJECTIONS = (
