@@ -1,21 +1,19 @@
-"""A neural policy as a `Controller`: a fixed observation layout in, joint position offsets out.
+"""A neural policy as a `Controller`: the observation of `controllers.policy` in, joint position
+offsets out.
 
-    controller = PolicyController(policy, joint_map, action_scale=0.25)
+    controller = PolicyController(policy, joint_map)
 
-`policy(observation) -> action` is any callable on NumPy arrays (a jitted JAX/flax/equinox
-apply with its parameters bound, an ONNX session wrapper, NumPy weights). Layout, the common
-one of locomotion policies trained in simulation (no base linear velocity: on hardware it
-needs an estimator):
+`policy(observation) -> action` is any callable on NumPy arrays (a jitted JAX/equinox policy,
+an ONNX session wrapper, `controllers.policy_export.NumpyPolicy`). The observation layout,
+action scaling, rates and gains are defined once, in `controllers.policy` (see its docstring):
 
-    observation (9 + 3 nu,) = [ base_angular_velocity (3)   gyro, base frame [rad/s]
-                                projected_gravity (3)       R^T (0, 0, -1)
-                                velocity_command (3)        vx, vy, yaw_rate
-                                joint_q - q_default (nu)    [rad]
-                                joint_qd (nu)               [rad/s]
-                                last_action (nu) ]
-    q_target = q_default + action_scale * action,   qd* = 0,   tau_ff = 0,   fixed Kp, Kd
+    observation (12 + 3 nu,) = [ base_linear_velocity (3), base_angular_velocity (3),
+                                 projected_gravity (3), velocity_command (3),
+                                 joint_q - q_default (nu), joint_qd (nu), last_action (nu) ]
+    q_target = q_default + action_scale * clip(action, +-ACTION_CLIP),  qd* = 0,  tau_ff = 0
 
-A policy trained with another layout wraps its own `observation_fn`.
+The base linear velocity must be in the measurement (simulation, or a state estimator on
+hardware). A policy trained with another layout wraps its own `observation_fn`.
 """
 
 from __future__ import annotations
@@ -25,18 +23,27 @@ from collections.abc import Callable
 import numpy as np
 
 from .interface import JointCommand, JointMap, Measurement, VelocityCommand
+from .policy import ACTION_CLIP, ACTION_SCALE
 
 
 def observation(
     measurement: Measurement, command: VelocityCommand, last_action, joint_map: JointMap
 ) -> np.ndarray:
-    """The observation vector `(9 + 3 nu,)` of the layout in the module docstring."""
+    """The observation vector `(12 + 3 nu,)` of `controllers.policy` from a measurement.
+
+    Raises ValueError when the measurement has no base linear velocity."""
     m = measurement
+    if m.base_linear_velocity is None:
+        raise ValueError(
+            "the policy observes the base linear velocity, and the measurement has none: a "
+            "state estimator must fill Measurement.base_linear_velocity"
+        )
     return np.concatenate(
         [
+            m.base_linear_velocity,
             m.base_angular_velocity,
             m.projected_gravity,
-            command.as_array(),
+            command.as_array()[:3],
             m.joint_q - joint_map.q_default,
             m.joint_qd,
             np.asarray(last_action, dtype=float),
@@ -52,7 +59,7 @@ class PolicyController:
         policy: Callable,
         joint_map: JointMap,
         *,
-        action_scale: float = 0.25,
+        action_scale: float = ACTION_SCALE,
         kp=None,
         kd=None,
         observation_fn: Callable = observation,
@@ -80,8 +87,11 @@ class PolicyController:
         obs = self.observation_fn(measurement, command, self.last_action, self.joint_map)
         action = np.asarray(self.policy(obs), dtype=float)
         self.last_action = action
+        q_target = self.joint_map.q_default + self.action_scale * np.clip(
+            action, -ACTION_CLIP, ACTION_CLIP
+        )
         return JointCommand.create(
-            self.joint_map.q_default + self.action_scale * action,
+            q_target,
             self.kp,
             self.kd,
             nu=self.joint_map.nu,

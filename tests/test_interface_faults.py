@@ -201,10 +201,10 @@ def test_a_policy_plugs_in():
     result = run(robot, PolicyController(policy, robot.joint_map), duration=1.5,
                  command_source=source)  # fmt: skip
     obs = np.array(seen)
-    assert obs.shape[1] == 9 + 3 * 12
-    np.testing.assert_allclose(obs[-1, 6:9], [0.3, 0.0, 0.1])
-    np.testing.assert_allclose(obs[1, 6:9], 0.0)
-    np.testing.assert_allclose(obs[-1, 3:6], [0, 0, -1], atol=0.02)  # projected gravity, level
+    assert obs.shape[1] == 12 + 3 * 12  # the layout of controllers.policy
+    np.testing.assert_allclose(obs[-1, 9:12], [0.3, 0.0, 0.1])
+    np.testing.assert_allclose(obs[1, 9:12], 0.0)
+    np.testing.assert_allclose(obs[-1, 6:9], [0, 0, -1], atol=0.02)  # projected gravity, level
     assert heights(result).min() > UP
     np.testing.assert_allclose(result.log["q_target"][-1], robot.joint_map.q_default)
 

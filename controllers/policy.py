@@ -1,0 +1,137 @@
+"""The locomotion policy and its conventions: one place for training, evaluation and deployment.
+
+    policy = Policy.create(jax.random.key(0), nu=12)
+    obs = observation_from_state(q, v, command, last_action, q_default)    # (12 + 3 nu,)
+    action = policy(obs)                                                    # (nu,)
+    q_target = q_default + ACTION_SCALE * action
+
+Observation `(12 + 3 nu,)`, everything in the base frame where it is a vector:
+
+    [ base_linear_velocity (3)   v[0:3] [m/s]   (simulation; on hardware a state estimator)
+      base_angular_velocity (3)  v[3:6] [rad/s] (the gyro)
+      projected_gravity (3)      R^T (0, 0, -1): (0, 0, -1) when level
+      velocity_command (3)       vx [m/s], vy [m/s], yaw_rate [rad/s] (heading frame)
+      joint_q - q_default (nu)   [rad], model joint order (`JointMap`)
+      joint_qd (nu)              [rad/s]
+      last_action (nu) ]         the previous call's action (zeros after a reset)
+
+Action `(nu,)`: joint position offsets, `q* = q_default + action_scale * action` (clipped to
+`[-ACTION_CLIP, ACTION_CLIP]` before scaling), `qd* = 0`, `tau_ff = 0`, the robot's standing
+gains `controllers.pd.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
+(50 Hz), the PD at every physics step (500 Hz in the training environment, the drivers'
+rate on MuJoCo or a robot).
+
+The same function builds the observation from a simulated `State` (training, JAX, vmap-able)
+and from a `Measurement` (`controllers.policy_adapter.observation`, deployment, NumPy); a test
+checks that they agree.
+
+The network: `observation -> clip((obs - mean) / std, +-5) -> MLP (ELU) -> action`, with the
+normalisation statistics stored in the policy (`Normalizer`, updated from the training data,
+not by gradients).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+CONTROL_DT = 0.02  # [s] policy period (50 Hz)
+ACTION_SCALE = 0.25  # [rad] per unit action
+ACTION_CLIP = 4.0  # |action| bound before scaling: offsets of at most 1 rad
+OBS_CLIP = 5.0  # normalised observations are clipped to +-5 standard deviations
+HIDDEN = (128, 128)
+
+
+def observation_size(nu: int) -> int:
+    """Length of the observation vector for `nu` actuated joints: `12 + 3 nu`."""
+    return 12 + 3 * nu
+
+
+def projected_gravity(quat_xyzw):
+    """`R^T (0, 0, -1) (3,)` for a base orientation quaternion `[x, y, z, w]` (base to world)."""
+    x, y, z, w = quat_xyzw[0], quat_xyzw[1], quat_xyzw[2], quat_xyzw[3]
+    # minus the third row of R (R^T e_z is the third row of R)
+    return -jnp.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)])
+
+
+def observation_from_state(q, v, command, last_action, q_default):
+    """The observation `(12 + 3 nu,)` of a floating-base state `q (7 + nu,)`, `v (6 + nu,)`.
+
+    `command (3,)` = (vx, vy, yaw_rate); `last_action (nu,)`; `q_default (nu,)`. Pure JAX."""
+    quat = q[3:7] / jnp.linalg.norm(q[3:7])
+    return jnp.concatenate(
+        [v[0:3], v[3:6], projected_gravity(quat), command, q[7:] - q_default, v[6:], last_action]
+    )
+
+
+def joint_targets(action, q_default, action_scale: float = ACTION_SCALE):
+    """PD targets `q* (nu,) = q_default + action_scale * clip(action, +-ACTION_CLIP)`."""
+    return q_default + action_scale * jnp.clip(action, -ACTION_CLIP, ACTION_CLIP)
+
+
+class Normalizer(eqx.Module):
+    """Running mean and variance of observations (Chan et al.'s parallel update).
+
+    mean, var: `(n,)`; count: `()` samples seen. `normalize(obs)` is
+    `clip((obs - mean) / sqrt(var + 1e-8), +-OBS_CLIP)`."""
+
+    mean: jax.Array
+    var: jax.Array
+    count: jax.Array
+
+    @staticmethod
+    def create(size: int, dtype=jnp.float32) -> Normalizer:
+        return Normalizer(jnp.zeros(size, dtype), jnp.ones(size, dtype), jnp.zeros((), dtype))
+
+    def update(self, batch) -> Normalizer:
+        """Statistics including `batch (..., n)` (all leading axes are samples)."""
+        batch = jnp.reshape(batch, (-1, self.mean.shape[0])).astype(self.mean.dtype)
+        n = batch.shape[0]
+        mean_b = jnp.mean(batch, axis=0)
+        var_b = jnp.var(batch, axis=0)
+        total = self.count + n
+        delta = mean_b - self.mean
+        mean = self.mean + delta * (n / total)
+        m2 = self.var * self.count + var_b * n + delta**2 * (self.count * n / total)
+        var = jnp.where(self.count > 0, m2 / total, var_b)
+        return Normalizer(mean, var, total)
+
+    def normalize(self, obs):
+        z = (obs - self.mean) / jnp.sqrt(self.var + 1e-8)
+        return jnp.clip(z, -OBS_CLIP, OBS_CLIP)
+
+
+class Policy(eqx.Module):
+    """`obs (12 + 3 nu,) -> action (nu,)`: normalisation, then an ELU MLP. `__call__` works on
+    one observation; `jax.vmap(policy)` on a batch."""
+
+    normalizer: Normalizer
+    mlp: eqx.nn.MLP
+
+    @staticmethod
+    def create(key, nu: int, hidden=HIDDEN, dtype=jnp.float32, final_scale: float = 0.01):
+        """A fresh policy; the last layer is scaled by `final_scale` so the first actions are
+        near zero (the standing pose), a common and measured-to-matter choice for PD policies."""
+        if len(hidden) == 0 or len(set(hidden)) != 1:
+            raise ValueError(f"hidden layers must share one width (eqx.nn.MLP), got {hidden}")
+        n_obs = observation_size(nu)
+        mlp = eqx.nn.MLP(n_obs, nu, width_size=hidden[0], depth=len(hidden),
+                         activation=jax.nn.elu, key=key, dtype=dtype)  # fmt: skip
+        last = mlp.layers[-1]
+        mlp = eqx.tree_at(
+            lambda m: (m.layers[-1].weight, m.layers[-1].bias),
+            mlp,
+            (last.weight * final_scale, last.bias * 0.0),
+        )
+        return Policy(Normalizer.create(n_obs, dtype), mlp)
+
+    @property
+    def nu(self) -> int:
+        return self.mlp.out_size
+
+    def __call__(self, obs):
+        return self.mlp(self.normalizer.normalize(obs))
+
+    def with_normalizer(self, normalizer: Normalizer) -> Policy:
+        return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
