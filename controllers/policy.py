@@ -40,6 +40,7 @@ CONTROL_DT = 0.02  # [s] policy period (50 Hz)
 ACTION_SCALE = 0.25  # [rad] per unit action
 ACTION_CLIP = 4.0  # |action| bound before scaling: offsets of at most 1 rad
 OBS_CLIP = 5.0  # normalised observations are clipped to +-5 standard deviations
+NORMALIZER_EPS = 1e-8  # std = sqrt(var + NORMALIZER_EPS): constant features do not divide by 0
 HIDDEN = (128, 128)
 
 
@@ -74,7 +75,7 @@ class Normalizer(eqx.Module):
     """Running mean and variance of observations (Chan et al.'s parallel update).
 
     mean, var: `(n,)`; count: `()` samples seen. `normalize(obs)` is
-    `clip((obs - mean) / sqrt(var + 1e-8), +-OBS_CLIP)`."""
+    `clip((obs - mean) / sqrt(var + NORMALIZER_EPS), +-OBS_CLIP)`."""
 
     mean: jax.Array
     var: jax.Array
@@ -98,7 +99,7 @@ class Normalizer(eqx.Module):
         return Normalizer(mean, var, total)
 
     def normalize(self, obs):
-        z = (obs - self.mean) / jnp.sqrt(self.var + 1e-8)
+        z = (obs - self.mean) / jnp.sqrt(self.var + NORMALIZER_EPS)
         return jnp.clip(z, -OBS_CLIP, OBS_CLIP)
 
 
@@ -135,3 +136,38 @@ class Policy(eqx.Module):
 
     def with_normalizer(self, normalizer: Normalizer) -> Policy:
         return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
+
+
+def save_policy(policy: Policy, path: str) -> None:
+    """Write `policy` to `path` (equinox leaves, preceded by a one-line JSON header with the
+    architecture), atomically: a temporary file in the same folder, then `os.replace`."""
+    import json
+    import os
+
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a controllers.policy.Policy, got {type(policy).__name__}")
+    header = {"nu": policy.nu, "hidden": [policy.mlp.width_size] * policy.mlp.depth,
+              "dtype": str(policy.normalizer.mean.dtype)}  # fmt: skip
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write((json.dumps(header) + "\n").encode())
+        eqx.tree_serialise_leaves(f, policy)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_policy(path: str) -> Policy:
+    """A policy written by `save_policy`; raises ValueError naming the file if it is not one."""
+    import json
+
+    with open(path, "rb") as f:
+        try:
+            header = json.loads(f.readline().decode())
+            template = Policy.create(jax.random.key(0), header["nu"], tuple(header["hidden"]),
+                                     dtype=jnp.dtype(header["dtype"]))  # fmt: skip
+            return eqx.tree_deserialise_leaves(f, template)
+        except (ValueError, KeyError, UnicodeDecodeError, RuntimeError) as err:
+            raise ValueError(f"{path} is not a policy written by save_policy: {err}") from err

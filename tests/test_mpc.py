@@ -172,12 +172,15 @@ def test_cycle_statistics_summarise_wall_times():
 
 # ----------------------------------------------------------------------------- closed loop
 @pytest.mark.slow
-def test_go2_trots_at_the_command_in_our_simulator_for_10_s():
+@pytest.mark.parametrize("robot,iterations", [("go2", 1), ("solo12", 3)])
+def test_trots_at_the_command_in_our_simulator_for_10_s(robot, iterations):
     """The issue's acceptance: commanded speed within 15 %, no fall, 10 s of closed loop
-    (measured: see BENCHMARKS.md, `benchmarks/bench_mpc.py`)."""
+    (measured: see BENCHMARKS.md, `benchmarks/bench_mpc.py`). Solo12 needs three FDDP
+    iterations per cycle at 0.5 m/s: with one it fell (measured 2026-11-30, mean 0.05 m/s);
+    with three: 0.494 m/s, mean abs error 0.019 m/s (6.5 min on a loaded machine)."""
     from controllers.closed_loop import run_mpc
 
-    mpc = MPC("go2", "trot", (0.5, 0.0, 0.0), horizon=0.5, iterations=1, time_budget=0.5)
+    mpc = MPC(robot, "trot", (0.5, 0.0, 0.0), horizon=0.5, iterations=iterations)
     result = run_mpc(mpc, 10.0, progress=False)
     summary = result.summary(settle=1.0)
     print(summary)

@@ -1,0 +1,414 @@
+"""Distillation: trajectories and an MPC expert into a policy (the warm start of training).
+
+    data = build_dataset("go2", commands_grid(...), gaits=("trot", "walk"), folder="data/go2")
+    policy, report = behaviour_cloning(Policy.create(key, nu), data)
+    policy, rounds = dagger(policy, data, robot="go2", commands=[(0.5, 0, 0)], rounds=3)
+
+1. A dataset of (observation, action) pairs from solved trajectory problems over a grid of
+   velocity commands `(vx, vy, yaw_rate)` and gaits (`trajopt.gaits.make_problem`, the command
+   set in the references of every knot): at knot k, the observation of `controllers.policy`
+   at the knot state `x_k` with the command and the previous knot's action, and the action
+   `a_k = (u_k - q_default) / ACTION_SCALE`, the PD targets `u_k` the optimiser chose for the
+   next `CONTROL_DT` (the knot duration equals the policy period). Every solve is saved
+   (`Trajectory.save`) as soon as it ends and reused when the build runs again, so an
+   interrupted build loses at most the solve in progress.
+2. Behaviour cloning: mean squared action error, Adam (optax), minibatches; the policy's
+   observation normaliser is fitted to the dataset first.
+3. DAgger (Ross et al. 2011) with the MPC (`controllers.mpc.MPC`) as the expert: the policy
+   drives the simulator (`contact.step`, the closed-loop plant of `controllers.closed_loop`)
+   while the MPC, run along the same states, labels each visited state with its targets; the
+   labelled states join the dataset and the policy is retrained. Each round reports the
+   imitation loss and the closed-loop tracking error of the policy alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..policy import ACTION_SCALE, CONTROL_DT, Policy, observation_from_state
+
+# --------------------------------------------------------------------------- dataset
+
+
+@dataclass
+class Dataset:
+    """Observation/action pairs: `obs (N, 12 + 3 nu)`, `actions (N, nu)`, and per sample the
+    command `(N, 3)` and a source tag `(N,)` (which solve or DAgger round it came from)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    commands: np.ndarray
+    source: np.ndarray
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    def __add__(self, other: Dataset) -> Dataset:
+        return Dataset(*(np.concatenate([a, b]) for a, b in zip(_fields(self), _fields(other))))
+
+    def save(self, path: str) -> None:
+        """npz, written atomically (temporary file, then rename)."""
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, **dataclasses.asdict(self))
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path: str) -> Dataset:
+        with np.load(path) as f:
+            return Dataset(f["obs"], f["actions"], f["commands"], f["source"])
+
+
+def _fields(d: Dataset):
+    return (d.obs, d.actions, d.commands, d.source)
+
+
+def commands_grid(vx=(0.0, 0.25, 0.5), vy=(0.0,), yaw_rate=(0.0,)) -> list[tuple]:
+    """All combinations `(vx [m/s], vy [m/s], yaw_rate [rad/s])`."""
+    return [tuple(float(c) for c in combo) for combo in itertools.product(vx, vy, yaw_rate)]
+
+
+def pairs_from_trajectory(traj, command, q_default) -> tuple[np.ndarray, np.ndarray]:
+    """`(obs (T, 12 + 3 nu), actions (T, nu))` of a PD-target `Trajectory` (see module doc)."""
+    if traj.meta.get("control", "pd") != "pd":
+        raise ValueError("only trajectories with PD-target controls (control='pd') distil")
+    if abs(traj.dt - CONTROL_DT) > 1e-9:
+        raise ValueError(f"the knot duration {traj.dt} s must equal the policy period {CONTROL_DT}")
+    q_default = np.asarray(q_default, dtype=float)
+    actions = (np.asarray(traj.u) - q_default) / ACTION_SCALE
+    u_prev0 = q_default if traj.u_prev0 is None else np.asarray(traj.u_prev0)
+    last = np.concatenate([((u_prev0 - q_default) / ACTION_SCALE)[None], actions[:-1]])
+    cmd = np.broadcast_to(np.asarray(command, dtype=float), (traj.horizon, 3))
+    obs = jax.vmap(observation_from_state, in_axes=(0, 0, 0, 0, None))(
+        jnp.asarray(traj.q[:-1]), jnp.asarray(traj.v[:-1]), jnp.asarray(cmd),
+        jnp.asarray(last), jnp.asarray(q_default),
+    )  # fmt: skip
+    return np.asarray(obs), actions
+
+
+def command_problem(robot: str, gait: str, command, *, duration: float, **options):
+    """`make_problem` with the full command `(vx, vy, yaw_rate)` in every knot's reference."""
+    from trajopt.gaits import make_problem
+
+    command = np.asarray(command, dtype=float)
+    pr = make_problem(robot, gait, float(command[0]), duration=duration, dt=CONTROL_DT,
+                      lateral_velocity=float(command[1]), **options)  # fmt: skip
+    ref = pr.data.reference
+    velocity = jnp.tile(jnp.asarray(command, dtype=ref.base_velocity.dtype), (pr.horizon + 1, 1))
+    return pr.replace_data(reference=dataclasses.replace(ref, base_velocity=velocity))
+
+
+def _solve_name(robot, gait, command, duration):
+    vx, vy, wz = command
+    return f"{robot}_{gait}_vx{vx:+.2f}_vy{vy:+.2f}_wz{wz:+.2f}_T{duration:.2f}"
+
+
+def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.0,
+                  folder: str | None = None, max_iterations: int = 40, verbose: bool = True,
+                  **problem_options) -> Dataset:  # fmt: skip
+    """Solve one problem per `(gait, command)` and collect the pairs (see module docstring).
+
+    Problems of one gait share their structure, so FDDP compiles once per gait. With `folder`,
+    each solved trajectory is saved there and a later call reuses it instead of solving again;
+    `dataset.npz` and `dataset.json` (per solve: status, cost, average speed) are written at
+    the end. Solves that end with status "diverged" are skipped (and listed in the json).
+    """
+    from dynamics import load_robot
+    from trajopt.solve import solve
+    from trajopt.trajectory import Trajectory
+
+    if not commands:
+        raise ValueError("commands is empty: give at least one (vx, vy, yaw_rate)")
+    q_default = np.asarray(load_robot(robot).q_standing)[7:]
+    if folder is not None:
+        os.makedirs(folder, exist_ok=True)
+    parts, report = [], []
+    todo = [(g, tuple(map(float, c))) for g in gaits for c in commands]
+    for index, (gait, command) in enumerate(todo):
+        name = _solve_name(robot, gait, command, duration)
+        path = None if folder is None else os.path.join(folder, name + ".npz")
+        start = time.perf_counter()
+        if path is not None and os.path.exists(path):
+            traj, reused = Trajectory.load(path), True
+        else:
+            pr = command_problem(robot, gait, command, duration=duration, **problem_options)
+            traj = solve(pr, max_iterations=max_iterations, verbose=False)
+            traj.meta.update({"gait": gait, "command": list(command)})
+            reused = False
+            if path is not None and traj.status != "diverged":
+                traj.save(path)
+        entry = {"name": name, "gait": gait, "command": list(command), "status": traj.status,
+                 "cost": float(traj.cost), "reused": reused,
+                 "average_vx": float((traj.q[-1, 0] - traj.q[0, 0]) / (traj.horizon * traj.dt)),
+                 "seconds": time.perf_counter() - start}  # fmt: skip
+        report.append(entry)
+        if verbose:
+            took = "reused" if reused else f"{entry['seconds']:.1f} s"
+            print(f"[{index + 1}/{len(todo)}] {name}: {traj.status}, cost {traj.cost:.4g}, "
+                  f"average vx {entry['average_vx']:+.3f} m/s ({took})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if traj.status == "diverged":
+            continue
+        obs, actions = pairs_from_trajectory(traj, command, q_default)
+        n = obs.shape[0]
+        parts.append(Dataset(obs, actions, np.tile(command, (n, 1)), np.full(n, index)))
+    if not parts:
+        raise RuntimeError(f"every solve diverged: {report}")
+    data = parts[0]
+    for p in parts[1:]:
+        data = data + p
+    if folder is not None:
+        data.save(os.path.join(folder, "dataset.npz"))
+        with open(os.path.join(folder, "dataset.json"), "w") as f:
+            json.dump({"robot": robot, "duration": duration, "solves": report}, f, indent=2)
+    return data
+
+
+# --------------------------------------------------------------------------- cloning
+
+
+def imitation_loss(policy: Policy, obs, actions):
+    """Mean over samples and joints of `(policy(obs) - action)^2` (actions in policy units)."""
+    return jnp.mean((jax.vmap(policy)(obs) - actions) ** 2)
+
+
+@eqx.filter_jit
+def _bc_epoch(policy, opt_state, obs, actions, order, optimizer, batch_size: int):
+    params, static = eqx.partition(policy, eqx.is_inexact_array)
+
+    def loss_fn(p, o, a):
+        return imitation_loss(eqx.combine(p, static), o, a)
+
+    n_batches = order.shape[0] // batch_size
+    batches = order[: n_batches * batch_size].reshape(n_batches, batch_size)
+
+    def body(carry, idx):
+        p, s = carry
+        loss, grads = jax.value_and_grad(loss_fn)(p, obs[idx], actions[idx])
+        # the normaliser is data, not a parameter
+        grads = eqx.tree_at(
+            lambda g: g.normalizer, grads, jax.tree.map(jnp.zeros_like, grads.normalizer)
+        )
+        updates, s = optimizer.update(grads, s, p)
+        return (optax.apply_updates(p, updates), s), loss
+
+    (params, opt_state), losses = jax.lax.scan(body, (params, opt_state), batches)
+    return eqx.combine(params, static), opt_state, jnp.mean(losses)
+
+
+def behaviour_cloning(policy: Policy, data: Dataset, *, epochs: int = 200, batch_size: int = 256,
+                      learning_rate: float = 1e-3, seed: int = 0, fit_normalizer: bool = True,
+                      verbose: bool = False) -> tuple[Policy, dict]:  # fmt: skip
+    """Fit `policy` to `data` by minibatch Adam on `imitation_loss`.
+
+    Returns `(policy, report)`, report: `initial_loss`, `final_loss` (on the whole dataset,
+    after fitting the normaliser), `epoch_losses` (mean minibatch loss per epoch), `seconds`.
+    """
+    if len(data) == 0:
+        raise ValueError("the dataset is empty")
+    dtype = policy.normalizer.mean.dtype
+    obs, actions = jnp.asarray(data.obs, dtype), jnp.asarray(data.actions, dtype)
+    if fit_normalizer:
+        fresh = type(policy.normalizer).create(obs.shape[1], dtype)
+        policy = policy.with_normalizer(fresh.update(obs))
+    batch_size = min(batch_size, len(data))
+    optimizer = optax.adam(learning_rate)
+    params = eqx.filter(policy, eqx.is_inexact_array)
+    opt_state = optimizer.init(params)
+    initial = float(imitation_loss(policy, obs, actions))
+    key = jax.random.key(seed)
+    start = time.perf_counter()
+    losses = []
+    for epoch in range(epochs):
+        key, sub = jax.random.split(key)
+        order = jax.random.permutation(sub, len(data))
+        policy, opt_state, loss = _bc_epoch(policy, opt_state, obs, actions, order, optimizer,
+                                            batch_size)  # fmt: skip
+        losses.append(float(loss))
+        if verbose and (epoch + 1) % max(1, epochs // 10) == 0:
+            print(f"BC epoch {epoch + 1}/{epochs}: loss {losses[-1]:.5f}", file=sys.stderr)
+    final = float(imitation_loss(policy, obs, actions))
+    report = {"initial_loss": initial, "final_loss": final, "epoch_losses": losses,
+              "seconds": time.perf_counter() - start, "samples": len(data)}  # fmt: skip
+    return policy, report
+
+
+# --------------------------------------------------------------------------- closed loop
+
+
+@dataclass(frozen=True)
+class Plant:
+    """The simulator the policy is distilled and evaluated in: `contact.step` at `sim_dt` with
+    the joint PD of `controllers.closed_loop` (the MPC's actuator model: `Kp (q* - q)` clipped,
+    the damping `Kd` implicit in the step), targets held over each `CONTROL_DT`."""
+
+    robot: str = "go2"
+    sim_dt: float = 0.002
+    contact: str = "smooth"
+    num_sweeps: int = 20
+    friction: float = 0.8
+
+    def parts(self):
+        """`(model, params, advance, kp, q_default)`; `advance(params, state, targets, kp)`."""
+        from contact import StepParams, flat
+        from dynamics import load_robot
+
+        from ..closed_loop import _advance
+        from ..pd import default_gains
+
+        model = load_robot(self.robot)
+        kp, kd = default_gains(model)
+        params = StepParams(terrain=flat(friction=self.friction), dt=self.sim_dt,
+                            joint_damping=kd)  # fmt: skip
+        steps = int(round(CONTROL_DT / self.sim_dt))
+        advance = _advance(model, steps, self.contact, self.num_sweeps)
+        q_default = jnp.asarray(model.q_standing)[model.nq - model.nu :]
+        return model, params, advance, kp, q_default
+
+
+def rollout_policy(policy: Policy, plant: Plant, commands, seconds: float):
+    """The policy alone in the plant from standing at rest, one run per command.
+
+    commands: `(C, 3)` `(vx, vy, yaw_rate)`. Returns `(q (C, K+1, nq), v (C, K+1, nv),
+    actions (C, K, nu))` for `K = seconds / CONTROL_DT` policy steps (vmap over commands,
+    `lax.scan` over time, one compile per plant and length)."""
+    from dynamics.configuration import State
+
+    from ..policy import joint_targets
+
+    model, params, advance, kp, q_default = plant.parts()
+    n = int(round(seconds / CONTROL_DT))
+    q0 = jnp.asarray(model.q_standing)
+    dtype = policy.normalizer.mean.dtype
+
+    def one(command):
+        def body(carry, _):
+            state, last = carry
+            obs = observation_from_state(state.q, state.v, command, last, q_default)
+            action = policy(obs.astype(dtype)).astype(q0.dtype)
+            state, _ = advance(params, state, joint_targets(action, q_default), kp)
+            return (state, action), (state.q, state.v, action)
+
+        init = (State(q0, jnp.zeros(model.nv)), jnp.zeros(model.nu))
+        _, (qs, vs, actions) = jax.lax.scan(body, init, None, length=n)
+        return (jnp.concatenate([q0[None], qs]),
+                jnp.concatenate([jnp.zeros((1, model.nv)), vs]), actions)  # fmt: skip
+
+    q, v, a = eqx.filter_jit(jax.vmap(one))(jnp.asarray(commands, dtype=q0.dtype))
+    return np.asarray(q), np.asarray(v), np.asarray(a)
+
+
+def tracking_error(q, v, commands, standing_height: float, settle: float = 1.0) -> dict:
+    """Velocity tracking of runs `q (C, K+1, nq)`, `v (C, K+1, nv)` against `commands (C, 3)`
+    after `settle` [s]: per run the mean `|v_xy - cmd_xy|` [m/s] (base frame, i.e. heading
+    frame on level ground), the mean `|omega_z - cmd_yaw|` [rad/s], and whether it fell
+    (base below half the standing height, or tilted beyond 60 deg)."""
+    first = int(round(settle / CONTROL_DT))
+    if first >= v.shape[1]:
+        raise ValueError(f"settle {settle} s is longer than the runs")
+    cmd = np.asarray(commands, dtype=float)[:, None, :]
+    xy = np.linalg.norm(v[:, first:, 0:2] - cmd[:, :, 0:2], axis=-1).mean(axis=1)
+    yaw = np.abs(v[:, first:, 5] - cmd[:, :, 2]).mean(axis=1)
+    up_z = 1.0 - 2.0 * (q[..., 3] ** 2 + q[..., 4] ** 2)
+    fell = np.any(q[..., 2] < 0.5 * standing_height, axis=1) | np.any(up_z < 0.5, axis=1)
+    return {"velocity_error": xy, "yaw_rate_error": yaw, "fell": fell}
+
+
+def evaluate_policy(policy: Policy, plant: Plant, commands, seconds: float = 3.0,
+                    settle: float = 1.0) -> dict:  # fmt: skip
+    """`tracking_error` of `rollout_policy`, plus the means over commands."""
+    from dynamics import load_robot
+
+    q, v, _ = rollout_policy(policy, plant, commands, seconds)
+    out = tracking_error(q, v, commands, float(load_robot(plant.robot).q_standing[2]), settle)
+    out["mean_velocity_error"] = float(np.mean(out["velocity_error"]))
+    out["fell_fraction"] = float(np.mean(out["fell"]))
+    return out
+
+
+def dagger(
+    policy: Policy,
+    data: Dataset,
+    *,
+    plant: Plant = Plant(),
+    commands=((0.5, 0, 0),),
+    gait: str = "trot",
+    rounds: int = 3,
+    seconds: float = 2.0,
+    beta0: float = 0.5,
+    mpc_options: dict | None = None,
+    bc_options: dict | None = None,
+    eval_seconds: float = 3.0,
+    verbose: bool = True,
+) -> tuple[Policy, Dataset, list]:
+    """DAgger rounds with the MPC as expert (see module docstring).
+
+    In round i the executed action is `beta_i * expert + (1 - beta_i) * policy`, `beta_i =
+    beta0 * 0.5^i` (round 0 mostly follows the expert, later ones the policy); every visited
+    state is labelled with the expert's action. A run stops early when the robot falls.
+    Returns `(policy, dataset with the new samples, per-round reports)`; a report holds the
+    imitation loss of the policy on the round's new samples before retraining (how far its own
+    states are from the expert's choice), the loss after, and the closed-loop tracking error of
+    the policy alone (`evaluate_policy`) after retraining."""
+    from dynamics.configuration import State
+
+    from ..mpc import MPC
+    from ..policy import joint_targets
+
+    model, params, advance, kp, q_default = plant.parts()
+    mpc = MPC(plant.robot, gait, commands[0], **(mpc_options or {"horizon": 0.5}))
+    policy_fn = eqx.filter_jit(lambda p, o: p(o))
+    obs_fn = jax.jit(observation_from_state)
+    dtype = policy.normalizer.mean.dtype
+    reports = []
+    for i in range(rounds):
+        beta = beta0 * 0.5**i
+        new = []
+        for command in commands:
+            command = jnp.asarray(command, dtype=jnp.float64)  # the simulation is float64
+            mpc.set_command(*np.asarray(command))
+            state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
+            last = jnp.zeros(model.nu)
+            for k in range(int(round(seconds / CONTROL_DT))):
+                t = k * CONTROL_DT
+                expert_u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
+                expert = (jnp.asarray(expert_u) - q_default) / ACTION_SCALE
+                obs = obs_fn(state.q, state.v, command, last, q_default)
+                own = policy_fn(policy, obs.astype(dtype)).astype(state.q.dtype)
+                new.append((np.asarray(obs), np.asarray(expert), np.asarray(command)))
+                action = beta * expert + (1.0 - beta) * own
+                state, _ = advance(params, state, joint_targets(action, q_default), kp)
+                last = action
+                if float(state.q[2]) < 0.5 * float(model.q_standing[2]):
+                    break
+        fresh = Dataset(np.array([o for o, _, _ in new]), np.array([a for _, a, _ in new]),
+                        np.array([c for _, _, c in new]), np.full(len(new), -(i + 1)))  # fmt: skip
+        obs_new = jnp.asarray(fresh.obs, dtype)
+        act_new = jnp.asarray(fresh.actions, dtype)
+        before = float(imitation_loss(policy, obs_new, act_new))
+        data = data + fresh
+        policy, bc = behaviour_cloning(policy, data, **(bc_options or {"epochs": 100}))
+        after = float(imitation_loss(policy, obs_new, act_new))
+        ev = evaluate_policy(policy, plant, np.asarray(commands, dtype=float), eval_seconds)
+        report = {"round": i, "beta": beta, "new_samples": len(fresh), "samples": len(data),
+                  "loss_on_new_before": before, "loss_on_new_after": after,
+                  "dataset_loss": bc["final_loss"],
+                  "velocity_error": ev["mean_velocity_error"],
+                  "fell_fraction": ev["fell_fraction"]}  # fmt: skip
+        reports.append(report)
+        if verbose:
+            print(f"DAgger round {i}: beta {beta:.2f}, {len(fresh)} new samples, loss on them "
+                  f"{before:.4f} -> {after:.4f}, tracking error {ev['mean_velocity_error']:.3f} "
+                  f"m/s, fell {ev['fell_fraction']:.0%}", file=sys.stderr, flush=True)  # fmt: skip
+    return policy, data, reports

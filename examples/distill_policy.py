@@ -1,0 +1,108 @@
+"""Distil trajectory optimisation and the MPC into a policy: dataset, behaviour cloning, DAgger.
+
+    python examples/distill_policy.py --robot go2 --vx 0 0.3 0.6 --out results/distill_go2
+    python examples/distill_policy.py --robot go2 --gaits trot walk --vx 0 0.5 --yaw 0 0.5
+
+1. Solves one trajectory problem per gait and command (`--vx`, `--vy`, `--yaw` grids,
+   `--duration` s each); each solve is saved in `<out>/dataset/` at once and reused when the
+   script runs again, so an interrupted build resumes.
+2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
+3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
+After each stage it prints the imitation loss and the closed-loop tracking error of the policy
+alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.policy.
+load_policy`), its NumPy/ONNX export (`export/`) and a report (`report.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+import dynamics
+from controllers.policy import Policy, save_policy
+from controllers.training import distill
+
+
+def _evaluate(policy, plant, commands, seconds):
+    ev = distill.evaluate_policy(policy, plant, commands, seconds, settle=min(1.0, seconds / 2))
+    return {"mean_velocity_error": ev["mean_velocity_error"], "fell_fraction": ev["fell_fraction"],
+            "velocity_error": ev["velocity_error"].tolist()}  # fmt: skip
+
+
+def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
+        iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
+        mpc_horizon=0.5, out="results/distill", seed=0):  # fmt: skip
+    start = time.perf_counter()
+    commands = distill.commands_grid(vx, vy, yaw)
+    folder = os.path.join(out, "dataset")
+    data = distill.build_dataset(
+        robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations
+    )
+    print(f"dataset: {len(data)} samples from {len(commands) * len(gaits)} solves")
+    model = dynamics.load_robot(robot)
+    policy = Policy.create(jax.random.key(seed), model.nu)
+    policy, bc = distill.behaviour_cloning(policy, data, epochs=bc_epochs, seed=seed)
+    plant = distill.Plant(robot)
+    evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds)
+    ratio = bc["initial_loss"] / bc["final_loss"]
+    print(f"behaviour cloning: imitation loss {bc['initial_loss']:.4f} -> {bc['final_loss']:.4f}"
+          f" ({ratio:.0f}x), closed-loop tracking error {evaluation['mean_velocity_error']:.3f}"
+          f" m/s, fell {evaluation['fell_fraction']:.0%}")  # fmt: skip
+    report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
+              "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
+              "after_cloning": evaluation, "dagger": []}  # fmt: skip
+    if dagger_rounds > 0:
+        mpc_options = {"horizon": mpc_horizon}
+        policy, data, rounds = distill.dagger(
+            policy, data, plant=plant, commands=commands, gait=gaits[0], rounds=dagger_rounds,
+            seconds=dagger_seconds, mpc_options=mpc_options, eval_seconds=eval_seconds,
+            bc_options={"epochs": max(1, bc_epochs // 2), "seed": seed},
+        )  # fmt: skip
+        report["dagger"] = rounds
+        report["after_dagger"] = _evaluate(policy, plant, np.asarray(commands), eval_seconds)
+    os.makedirs(out, exist_ok=True)
+    save_policy(policy, os.path.join(out, "policy.eqx"))
+    data.save(os.path.join(out, "dataset_with_dagger.npz"))
+    try:
+        from controllers.policy_export import export_policy
+    except ImportError:  # the export module is optional here
+        export_policy = None
+    if export_policy is not None:
+        export_policy(policy, os.path.join(out, "export"), robot=robot)
+    report["seconds"] = time.perf_counter() - start
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"policy saved to {os.path.abspath(os.path.join(out, 'policy.eqx'))}, report "
+          f"{os.path.abspath(os.path.join(out, 'report.json'))}")  # fmt: skip
+    return policy, report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="go2", choices=dynamics.available_robots())
+    parser.add_argument("--gaits", nargs="+", default=["trot"])
+    parser.add_argument("--vx", nargs="+", type=float, default=[0.0, 0.3, 0.6], help="[m/s]")
+    parser.add_argument("--vy", nargs="+", type=float, default=[0.0], help="[m/s]")
+    parser.add_argument("--yaw", nargs="+", type=float, default=[0.0], help="[rad/s]")
+    parser.add_argument("--duration", type=float, default=1.0, help="per solve [s]")
+    parser.add_argument("--iterations", type=int, default=30, help="FDDP per solve")
+    parser.add_argument("--bc-epochs", type=int, default=300)
+    parser.add_argument("--dagger-rounds", type=int, default=2)
+    parser.add_argument("--dagger-seconds", type=float, default=2.0, help="per command [s]")
+    parser.add_argument("--eval-seconds", type=float, default=3.0)
+    parser.add_argument("--mpc-horizon", type=float, default=0.5, help="[s]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="results/distill")
+    args = parser.parse_args(argv)
+    return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
+               args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
+               args.eval_seconds, args.mpc_horizon, args.out, args.seed)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
