@@ -73,7 +73,10 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     except ImportError:  # the export module is optional here
         export_policy = None
     if export_policy is not None:
-        export_policy(policy, os.path.join(out, "export"), robot=robot)
+        import importlib.util
+
+        with_onnx = importlib.util.find_spec("onnx") is not None  # the optional 'export' extra
+        export_policy(policy, os.path.join(out, "export"), robot=robot, onnx=with_onnx)
     report["seconds"] = time.perf_counter() - start
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=2)

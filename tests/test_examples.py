@@ -213,3 +213,48 @@ def test_deploy_network_example_on_our_simulator(tmp_path):
     )
     assert 0.31 < summary["min_base_height_m"] and summary["settled_base_height_m"] < 0.34
     assert summary["robot_side"]["mode"] == "ACTIVE" and summary["robot_side"]["robot_time"] > 2
+
+
+def test_deploy_policy_example(tmp_path, capsys):
+    """A random small policy (there is no trained one in the tests), exported and run with the
+    folder's NumPy runner for 0.5 s on MuJoCo; without a policy, a message says how to get one."""
+    pytest.importorskip("mujoco")
+    import jax
+
+    from controllers.policy import Policy
+    from controllers.policy_export import export_policy
+
+    export_policy(Policy.create(jax.random.key(0), nu=12, hidden=(16, 16)), tmp_path / "policy",
+                  robot="go2", onnx=False)  # fmt: skip
+    summary = _load("deploy_policy").main(
+        ["--policy", str(tmp_path / "policy"), "--seconds", "0.5", "--out", str(tmp_path)]
+    )
+    assert summary["timing"]["controller"]["ticks"] == 25 and summary["controller_errors"] == 0
+    assert summary["safety_mode"] == "normal" or summary["safety_events"]
+    assert summary["min_base_height_m"] > 0.2  # near-zero actions: Go2 stands at about 0.32 m
+    assert (tmp_path / "deploy_policy_go2.npz").exists()
+    assert json.loads((tmp_path / "deploy_policy_go2.json").read_text())["runtime"] == "numpy"
+    with pytest.raises(SystemExit):
+        _load("deploy_policy").main(["--policy", str(tmp_path / "nothing")])
+    assert "export_policy(policy" in capsys.readouterr().err
+
+
+def test_distill_policy_example(tmp_path):
+    """Tiny settings: two solves of the 3-knot solo12 problem of the solve_trot test (compiled
+    there), cloning, one DAgger round with the 3-knot MPC, 0.2 s evaluations. Cloning must cut
+    the imitation loss 10x; the rest must run end to end and write its files."""
+    policy, report = _load("distill_policy").main(
+        ["--robot", "solo12", "--vx", "0", "0.3", "--duration", "0.06", "--iterations", "2",
+         "--bc-epochs", "200", "--dagger-rounds", "1", "--dagger-seconds", "0.1",
+         "--eval-seconds", "0.2", "--mpc-horizon", "0.06", "--out", str(tmp_path)]
+    )  # fmt: skip
+    bc = report["behaviour_cloning"]
+    assert report["samples"] == 6 and bc["final_loss"] < bc["initial_loss"] / 10
+    assert len(report["dagger"]) == 1 and report["dagger"][0]["new_samples"] == 10
+    assert np.isfinite(report["after_dagger"]["mean_velocity_error"])
+    for name in ("policy.eqx", "report.json", "export/policy.npz", "dataset/dataset.npz"):
+        assert (tmp_path / name).exists(), name
+    from controllers.policy import load_policy
+
+    obs = np.zeros((1, 12 + 3 * 12), np.float32)
+    np.testing.assert_array_equal(load_policy(str(tmp_path / "policy.eqx"))(obs[0]), policy(obs[0]))

@@ -400,7 +400,8 @@ def dagger(
         data = data + fresh
         policy, bc = behaviour_cloning(policy, data, **(bc_options or {"epochs": 100}))
         after = float(imitation_loss(policy, obs_new, act_new))
-        ev = evaluate_policy(policy, plant, np.asarray(commands, dtype=float), eval_seconds)
+        ev = evaluate_policy(policy, plant, np.asarray(commands, dtype=float), eval_seconds,
+                             settle=min(1.0, eval_seconds / 2))  # fmt: skip
         report = {"round": i, "beta": beta, "new_samples": len(fresh), "samples": len(data),
                   "loss_on_new_before": before, "loss_on_new_after": after,
                   "dataset_loss": bc["final_loss"],
