@@ -196,10 +196,12 @@ def next_value_obs(obs, last_obs):
 
 
 def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
-              policy: Policy | None = None, quiet: bool = False, callback=None):  # fmt: skip
+              policy: Policy | None = None, quiet: bool = False, callback=None,
+              time_budget: float | None = None):  # fmt: skip
     """Train with PPO; returns `(policy, history)`, history a list of per-iteration dicts
     (iteration, env_steps, wall_time [s], reward, tracking_error [m/s], done_fraction, std).
-    `callback(model, record)` after each iteration (e.g. evaluation, checkpoints)."""
+    `callback(model, record)` after each iteration (e.g. evaluation, checkpoints);
+    `time_budget` [s]: stop after the iteration that exceeds it (compilation included)."""
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if config.num_envs * config.rollout_steps < config.minibatches:
@@ -237,6 +239,8 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
             progress.set_postfix(reward=f"{record['reward']:.3f}",
                                  err=f"{record['tracking_error']:.3f}",
                                  sps=f"{record['env_steps'] / elapsed:.0f}")  # fmt: skip
+        if time_budget is not None and elapsed > time_budget:
+            break
     if progress is not None:
         progress.close()
     return model.policy, history

@@ -1,0 +1,264 @@
+"""SHAC training in the differentiable environment: the environment's conventions, its
+gradients against central finite differences, a short training run that improves the return,
+and a checkpointed run that resumes bit for bit.
+
+Solo12, 8 environments, horizon 8, float64, compiled with XLA's fast-compile level: every test
+shares the configuration below, so the expensive compile (the reverse pass through the
+simulator) happens once for the file.
+"""
+
+import dataclasses
+import os
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from controllers.policy import CONTROL_DT, Policy, observation_size
+from controllers.training import (
+    EnvConfig,
+    SHACConfig,
+    checkpoint,
+    evaluate,
+    init_state,
+    shac,
+    train,
+)
+from controllers.training.env import LocomotionEnv, Randomization
+
+ENV = EnvConfig(robot="solo12")
+CONFIG = SHACConfig(env=ENV, num_envs=8, horizon=8, critic_iterations=4, fast_compile=True)
+FAST = {"xla_backend_optimization_level": 0}
+EVAL_STEPS = 50  # 1 s
+
+
+def _policy(final_scale=0.01, seed=0):
+    return Policy.create(jax.random.PRNGKey(seed), 12, dtype=jnp.float64, final_scale=final_scale)
+
+
+@pytest.fixture(scope="module")
+def env():
+    return shac.make_env(ENV)
+
+
+@pytest.fixture(scope="module")
+def batch_step(env):
+    return jax.jit(jax.vmap(env.step), compiler_options=FAST)
+
+
+@pytest.fixture(scope="module")
+def eval_keys():
+    return jax.random.split(jax.random.PRNGKey(7), 8)
+
+
+def _reset(env, n, seed=0):
+    return jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), n))
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def test_reset_step_shapes_and_vmap(env):
+    state = _reset(env, 3)
+    assert state.sim.q.shape == (3, env.model.nq) and state.command.shape == (3, 3)
+    assert env.decimation == int(round(CONTROL_DT / ENV.sim_dt)) == 4
+    out = jax.eval_shape(jax.vmap(env.step), state, jnp.zeros((3, 12)))
+    new, obs, reward, done, info = out
+    assert obs.shape == (3, observation_size(12)) and reward.shape == (3,) and done.shape == (3,)
+    assert info["tracking_error"].shape == (3,) and info["terminal_obs"].shape == obs.shape
+    assert set(info["reward_terms"]) >= {"tracking_xy", "tracking_yaw", "torque", "action_rate"}
+    assert jax.tree.map(lambda a: a.shape, new) == jax.tree.map(lambda a: a.shape, state)
+    # commands within the configured ranges
+    cmd = np.asarray(_reset(env, 64, seed=3).command)
+    assert np.all(np.abs(cmd[:, 0]) <= 1) and np.all(np.abs(cmd[:, 1]) <= 0.5)
+    assert np.all(np.abs(cmd[:, 2]) <= 1)
+
+
+def test_randomization_is_per_environment(env):
+    state = _reset(env, 6)
+    p = jax.tree.map(np.asarray, state.params)
+    r = ENV.randomization
+    for name in ("payload", "friction", "kp_scale", "kd_scale", "latency"):
+        values = getattr(p, name)
+        lo, hi = getattr(r, name)
+        assert np.all((values >= lo) & (values <= hi)), name
+        assert len(np.unique(values)) == 6, f"{name} is not drawn per environment"
+    # what each value acts on: the base mass, the step's friction and the PD damping
+    one = jax.tree.map(lambda a: a[1], state.params)
+    model = env.randomized_model(one)
+    m0 = float(env.model.body_mass[0])
+    np.testing.assert_allclose(model.body_mass[0], m0 + p.payload[1] * env.total_mass)
+    np.testing.assert_allclose(model.body_mass[1:], env.model.body_mass[1:])
+    params = env.step_params(one)
+    np.testing.assert_allclose(params.terrain.friction, p.friction[1])
+    np.testing.assert_allclose(params.joint_damping, env.kd * p.kd_scale[1])
+    # no randomisation: nominal values
+    nominal = LocomotionEnv(ENV.replace(randomization=Randomization.none())).reset(
+        jax.random.PRNGKey(0)
+    )
+    assert float(nominal.params.payload) == 0 and float(nominal.params.friction) == 0.8
+    # a push (probability 1 per step here) kicks the base velocity by at most push_velocity
+    pushy = LocomotionEnv(ENV.replace(randomization=Randomization(push_interval=CONTROL_DT)))
+    s = pushy.reset(jax.random.PRNGKey(1))
+    kicked = pushy._push(s, s.sim, jax.random.PRNGKey(2))
+    dv = np.asarray(kicked.v - s.sim.v)
+    assert 0 < np.linalg.norm(dv[:3]) <= float(s.params.push_velocity) + 1e-12
+    np.testing.assert_array_equal(dv[3:], 0.0)
+
+
+def test_standing_policy_stands_for_one_second(env, eval_keys):
+    ev = evaluate(_policy(final_scale=0.0), ENV, eval_keys, EVAL_STEPS, fast_compile=True)
+    assert not ev["fell"].any()
+    standing = env.standing_height
+    assert np.all(np.abs(ev["height"][-10:] - standing) < 0.15 * standing), ev["height"][-1]
+    assert np.all(np.isfinite(ev["return"]))
+
+
+def test_termination_and_auto_reset(env, batch_step):
+    state = _reset(env, 3)
+    low = state.sim.q.at[0, 2].set(0.3 * env.standing_height)  # env 0 starts far too low
+    t = state.t.at[1].set(ENV.episode_length - 1)  # env 1 is at its last step
+    state = dataclasses.replace(state, sim=dataclasses.replace(state.sim, q=low), t=t)
+    new, obs, reward, done, info = batch_step(state, jnp.zeros((3, 12)))
+    np.testing.assert_array_equal(np.asarray(done), [True, True, False])
+    np.testing.assert_array_equal(np.asarray(info["fell"]), [True, False, False])
+    np.testing.assert_array_equal(np.asarray(info["truncated"]), [False, True, False])
+    np.testing.assert_array_equal(np.asarray(new.t), [0, 0, state.t[2] + 1])
+    # the reset environments stand at the default pose with a new command; the observation
+    # is the fresh one, the terminal observation the one before the reset
+    assert np.all(np.abs(np.asarray(new.sim.q[:2, 2]) - env.standing_height) < 1e-9)
+    assert not np.allclose(new.command[0], state.command[0])
+    np.testing.assert_allclose(obs, jax.vmap(env.observe)(new))
+    assert not np.allclose(info["terminal_obs"][0], obs[0])
+    np.testing.assert_allclose(info["terminal_obs"][2], obs[2])
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def test_rollout_gradient_matches_finite_differences():
+    """d(actor loss)/d(policy) along a random direction against a central difference
+    (float64, 8 environments x 8 policy steps = 0.16 s of simulated time, smooth contact)."""
+    state = init_state(CONFIG, _policy(final_scale=0.3))
+    gradient = shac.compiled_actor_gradient(CONFIG)
+    loss_fn = shac.compiled_actor_loss(CONFIG)
+    (loss, _), grads = gradient(state.policy, state.target_critic, state.env)
+    leaves = jax.tree.leaves(grads)
+    assert all(np.all(np.isfinite(g)) for g in leaves)
+    assert sum(float(jnp.sum(g**2)) for g in leaves) > 0
+    keys = jax.random.split(jax.random.PRNGKey(3), len(leaves))
+    direction = [jax.random.normal(k, g.shape, g.dtype) for k, g in zip(keys, leaves)]
+    norm = np.sqrt(sum(float(jnp.sum(d**2)) for d in direction))
+    direction = [d / norm for d in direction]
+    analytic = sum(float(jnp.sum(g * d)) for g, d in zip(leaves, direction))
+    mlp, static = eqx.partition(state.policy.mlp, eqx.is_inexact_array)
+    treedef = jax.tree.structure(mlp)
+
+    def loss_at(eps):
+        moved = [p + eps * d for p, d in zip(jax.tree.leaves(mlp), direction)]
+        mlp_eps = eqx.combine(jax.tree.unflatten(treedef, moved), static)
+        policy = eqx.tree_at(lambda p: p.mlp, state.policy, mlp_eps)
+        return float(loss_fn(policy, state.target_critic, state.env))
+
+    np.testing.assert_allclose(loss_at(0.0), float(loss), rtol=1e-10)
+    eps = 1e-5
+    numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+    assert abs(analytic - numeric) <= 1e-3 * abs(numeric) + 1e-7, (analytic, numeric)
+
+
+def test_td_lambda_targets_limits():
+    """lambda = 0 gives one-step targets r + gamma V'; lambda -> 1 the discounted return
+    bootstrapped at each segment's end (textbook definitions)."""
+    rng = np.random.default_rng(0)
+    h, n, gamma = 6, 3, 0.9
+    r, v = rng.normal(size=(h, n)), rng.normal(size=(h, n))
+    done = np.zeros((h, n))
+    done[2, 1] = 1.0
+    done[-1] = 1.0
+    one_step = shac.td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 0.0)
+    np.testing.assert_allclose(one_step, r + gamma * v, rtol=1e-12)
+    mc = shac.td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 1 - 1e-9)
+    expected = np.zeros((h, n))
+    for i in range(n):
+        acc = 0.0
+        for t in reversed(range(h)):
+            acc = r[t, i] + gamma * (v[t, i] if done[t, i] else acc)
+            expected[t, i] = acc
+    np.testing.assert_allclose(mc, expected, rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def test_analytic_gradient_steps_improve_the_return():
+    """Five normalised steps along the analytic actor gradient (zero critic: the H-step
+    discounted return itself) raise the return on a fixed batch of reset states well beyond
+    what a step of the same size in the opposite direction does (which must lower it)."""
+    state = init_state(CONFIG.replace(seed=99), _policy())
+    zero = jax.tree.map(lambda x: jnp.zeros_like(x) if eqx.is_inexact_array(x) else x,
+                        state.critic)  # fmt: skip
+    gradient = shac.compiled_actor_gradient(CONFIG)
+    loss_fn = shac.compiled_actor_loss(CONFIG)
+
+    def horizon_return(policy):  # mean discounted H-step return per environment
+        return -float(loss_fn(policy, zero, state.env)) * CONFIG.horizon
+
+    def step(policy, size):
+        (_, _), grads = gradient(policy, zero, state.env)
+        norm = np.sqrt(sum(float(jnp.sum(g**2)) for g in jax.tree.leaves(grads)))
+        mlp, static = eqx.partition(policy.mlp, eqx.is_inexact_array)
+        moved = jax.tree.map(lambda p, g: p - size * g / norm, mlp, grads)
+        return eqx.tree_at(lambda p: p.mlp, policy, eqx.combine(moved, static))
+
+    start = horizon_return(state.policy)
+    policy = state.policy
+    for _ in range(5):
+        policy = step(policy, 0.1)
+    improved = horizon_return(policy)
+    worse = horizon_return(step(state.policy, -0.1))
+    assert improved > start + 0.5, (start, improved)
+    assert worse < start, (start, worse)
+
+
+def test_resume_from_checkpoint_is_bit_for_bit(tmp_path):
+    policy = _policy(seed=1)
+    whole = train(CONFIG, policy, iterations=6, quiet=True)
+    m = whole.metrics
+    assert [r["iteration"] for r in m] == list(range(1, 7)) and m[-1]["env_steps"] == 6 * 64
+    assert not any(r["skipped"] for r in m) and all(np.isfinite(r["tracking_error"]) for r in m)
+    folder = str(tmp_path / "run")
+    first = train(
+        CONFIG, policy, iterations=3, checkpoint_dir=folder, checkpoint_every=3, quiet=True
+    )  # fmt: skip  ("killed" after its checkpoint at iteration 3)
+    assert first.checkpoint.endswith("ckpt_00000003.eqx")
+    # a fresh call, as after a restart; it continues from iteration 3 to 6
+    rest = train(CONFIG, policy, iterations=6, checkpoint_dir=folder, checkpoint_every=3,
+                 resume=True, quiet=True)  # fmt: skip
+    assert [r["iteration"] for r in rest.metrics] == list(range(1, 7))
+    a, b = jax.tree.leaves(whole.state), jax.tree.leaves(rest.state)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for k in ("mean_return", "tracking_error", "actor_loss"):
+        assert [r[k] for r in whole.metrics] == [r[k] for r in rest.metrics]
+    assert os.path.exists(os.path.join(folder, "metrics.csv"))
+    assert os.path.exists(os.path.join(folder, "metrics.json"))
+
+
+def test_checkpoint_files_are_atomic_and_a_broken_newest_is_skipped(tmp_path):
+    tree = {"a": jnp.arange(3.0), "b": jnp.ones((2, 2), jnp.int32)}
+    folder = str(tmp_path)
+    checkpoint.save(folder, 1, tree, {"note": "first"})
+    path2 = checkpoint.save(folder, 2, jax.tree.map(lambda x: x + 1, tree))
+    assert sorted(os.listdir(folder)) == ["ckpt_00000001.eqx", "ckpt_00000002.eqx"]  # no temps
+    with open(path2, "r+b") as f:  # a truncated newest file (e.g. a crash mid-copy)
+        f.truncate(os.path.getsize(path2) - 5)
+    loaded, header = checkpoint.load_latest(folder, tree)
+    assert header["iteration"] == 1 and header["note"] == "first"
+    np.testing.assert_array_equal(loaded["a"], tree["a"])
+    for i in range(3, 7):
+        checkpoint.save(folder, i, tree, keep=3)
+    assert [i for i, _ in checkpoint.list_checkpoints(folder)] == [6, 5, 4]
+    assert checkpoint.load_latest(str(tmp_path / "missing"), tree) is None
