@@ -168,7 +168,10 @@ def main(argv=None):
     parser.add_argument("--ppo-envs", type=int, default=256)
     parser.add_argument("--ppo-steps", type=int, default=32, help="PPO rollout length")
     parser.add_argument("--eval-every", type=float, default=30.0, help="[s] of training")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    parser.add_argument("--dtype", default="float64", choices=("float32", "float64"))
+    parser.add_argument(
+        "--kappa", type=float, default=300.0, help="smooth activation [1/m] (3000 diverged)"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -176,7 +179,7 @@ def main(argv=None):
     from controllers.training.env import EnvConfig
 
     load_before = os.getloadavg()[0]
-    smooth = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype)
+    smooth = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa)
     evaluate = _evaluator(smooth)
     results = {}
     for name in args.methods:
@@ -206,7 +209,8 @@ def main(argv=None):
         f"- Versions: {versions('jax', 'jaxlib', 'equinox', 'optax')}",
         f"- Task: {args.robot} velocity tracking (`LocomotionEnv` defaults: commands vx in "
         f"{smooth.vx_range}, vy in {smooth.vy_range}, yaw rate in {smooth.yaw_rate_range}, "
-        f"domain randomisation on), {args.dtype}; SHAC {args.envs} envs x {args.horizon} steps "
+        f"domain randomisation on), {args.dtype}, smooth-contact kappa {args.kappa:g}; "
+        f"SHAC {args.envs} envs x {args.horizon} steps "
         f"per iteration, PPO {args.ppo_envs} envs x {args.ppo_steps} steps; "
         f"{args.minutes} min of wall time per method, compilation included.",
         "- Evaluation: deterministic policy, 32 fixed resets, 3 s, smooth environment; "

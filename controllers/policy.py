@@ -18,8 +18,8 @@ Observation `(12 + 3 nu,)`, everything in the base frame where it is a vector:
 Action `(nu,)`: joint position offsets, `q* = q_default + action_scale * action` (clipped to
 `[-ACTION_CLIP, ACTION_CLIP]` before scaling), `qd* = 0`, `tau_ff = 0`, the robot's standing
 gains `controllers.pd.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
-(50 Hz), the PD at every physics step (500 Hz in the training environment, the drivers'
-rate on MuJoCo or a robot).
+(50 Hz), the PD at every physics step (200 Hz in the training environment
+`controllers.training.env`, the drivers' rate on MuJoCo or a robot).
 
 The same function builds the observation from a simulated `State` (training, JAX, vmap-able)
 and from a `Measurement` (`controllers.policy_adapter.observation`, deployment, NumPy); a test

@@ -108,7 +108,9 @@ class EnvConfig:
     """The environment (hashable: it keys the compiled functions).
 
     robot: `dynamics.load_robot` name. contact: "smooth", "penalty" or "hard"; num_sweeps: prox
-    sweeps of the smooth and hard solvers. sim_dt [s]: physics step; 5 ms (PD at 200 Hz)
+    sweeps of the smooth and hard solvers; kappa [1/m], bias: the smooth model's activation
+    `sigmoid(-(kappa gap - bias))` (`contact.StepParams`; the paper's reimplementations train
+    with kappa 300). sim_dt [s]: physics step; 5 ms (PD at 200 Hz)
     measured stable for Go2 and Solo12 standing and trotting with all three contact models
     (2 s open-loop trot: base position within 1 cm of the 2 ms run, penetration < 3 mm).
     episode_length: policy steps before truncation (500 = 10 s).
@@ -122,6 +124,8 @@ class EnvConfig:
     robot: str = "go2"
     contact: str = "smooth"
     num_sweeps: int = 20
+    kappa: float = 3000.0
+    bias: float = 8.0
     sim_dt: float = 0.005
     episode_length: int = 500
     vx_range: tuple = (-1.0, 1.0)
@@ -254,6 +258,8 @@ class LocomotionEnv:
         return StepParams(
             terrain=flat(friction=params.friction),
             dt=self.config.sim_dt,
+            kappa=self.config.kappa,
+            bias=self.config.bias,
             joint_damping=self.kd * params.kd_scale,
         )
 
