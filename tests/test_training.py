@@ -76,6 +76,15 @@ def test_reset_step_shapes_and_vmap(env):
     assert np.all(np.abs(cmd[:, 2]) <= 1)
 
 
+def test_a_float32_environment_stays_float32():
+    """Traced only (no compile): the state, observation and reward keep the environment's
+    dtype through the physics (the contact parameters are cast too)."""
+    env32 = shac.make_env(ENV.replace(dtype="float32"))
+    state = _reset(env32, 2)
+    new, obs, reward, _, _ = jax.eval_shape(jax.vmap(env32.step), state, jnp.zeros((2, 12)))
+    assert new.sim.q.dtype == new.sim.v.dtype == obs.dtype == reward.dtype == jnp.float32
+
+
 def test_randomization_is_per_environment(env):
     state = _reset(env, 6)
     p = jax.tree.map(np.asarray, state.params)

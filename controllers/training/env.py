@@ -255,13 +255,15 @@ class LocomotionEnv:
 
     def step_params(self, params: EnvParams) -> StepParams:
         """`contact.StepParams` of one environment: its friction, `sim_dt`, the PD damping."""
-        return StepParams(
+        step_params = StepParams(
             terrain=flat(friction=params.friction),
             dt=self.config.sim_dt,
             kappa=self.config.kappa,
             bias=self.config.bias,
             joint_damping=self.kd * params.kd_scale,
         )
+        # every leaf in the environment's dtype (float32 states must stay float32)
+        return jax.tree.map(lambda x: jnp.asarray(x, self.dtype), step_params)
 
     # ------------------------------------------------------------------ reset
     def sample_command(self, key):
