@@ -61,6 +61,23 @@ class LoopResult:
     controller_errors: int = 0
     extra: dict = field(default_factory=dict)
 
+    def summary(self) -> dict:
+        """What every deployment example reports: the measured base height (min, and the mean
+        over the last tenth of the finite samples: settled) [m], the safety layer's final mode
+        and events, and the timing statistics."""
+        z = self.log["base_position"][:, 2]
+        z = z[np.isfinite(z)]
+        return {
+            "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :])),
+            "min_base_height_m": float(np.min(z)),
+            "safety_mode": self.safety.mode.value,
+            "safety_events": [
+                {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
+                for e in self.safety.events
+            ],
+            "timing": self.timing,
+        }
+
 
 class _Recorder:
     def __init__(self, nu: int):

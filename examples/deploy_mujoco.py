@@ -58,27 +58,18 @@ def run(robot_name="go2", seconds=5.0, control_rate=50.0, command_rate=500.0,
         command_dt=1.0 / command_rate,
         command_source=source,
     )
-    z = result.log["base_position"][:, 2]
-    last = slice(-max(1, len(z) // 10), None)
     summary = {
         "robot": robot_name,
         "seconds": seconds,
         "control_rate_hz": control_rate,
         "command_rate_hz": command_rate,
-        "settled_base_height_m": float(np.mean(z[last])),
-        "min_base_height_m": float(np.min(z)),
         "controller": controller,
         "average_speed_m_per_s": control_loop.average_speed(
             result.log, after=min(1.5, 0.5 * seconds)
         ),
-        "safety_mode": result.safety.mode.value,
-        "safety_events": [
-            {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
-            for e in result.safety.events
-        ],
         "drivers": dict(robot.driver.counters),
         "watchdog_trips": list(robot.driver.trip_times),
-        "timing": result.timing,
+        **result.summary(),
     }
     return summary, result
 

@@ -29,8 +29,6 @@ import json
 import logging
 import os
 
-import numpy as np
-
 import dynamics
 from controllers import control_loop, robot_server
 from controllers.backends.udp import LockstepUdpRobot, UdpRobot
@@ -96,8 +94,6 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, comm
         status = robot.status(timeout=3.0)
         robot.shutdown_robot()
         proc.wait(timeout=10)
-    z = result.log["base_position"][:, 2]
-    z = z[np.isfinite(z)]
     return {
         "robot": robot_name,
         "backend": backend,
@@ -107,18 +103,11 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, comm
         "average_speed_m_per_s": control_loop.average_speed(
             result.log, after=min(1.5, 0.5 * seconds)
         ),
-        "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :])),
-        "min_base_height_m": float(np.min(z)),
-        "safety_mode": result.safety.mode.value,
-        "safety_events": [
-            {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
-            for e in result.safety.events
-        ],
         "controller_side": {"counters": dict(robot.counters), "lost_measurements": robot.lost},
         "robot_side": status,
         "link": None if proxy is None else proxy.counters,
-        "timing": result.timing,
         "robot_process_exit_code": proc.returncode,
+        **result.summary(),
     }
 
 

@@ -95,8 +95,6 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         command_dt=1.0 / command_rate,
         command_source=lambda t: VelocityCommand(velocity if t >= STAND_SECONDS else 0.0),
     )
-    z = result.log["base_position"][:, 2]
-    last = slice(-max(1, len(z) // 10), None)
     summary = {
         "policy": os.path.abspath(folder),
         "runtime": runtime,
@@ -108,18 +106,11 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         "average_speed_m_per_s": control_loop.average_speed(
             result.log, after=min(STAND_SECONDS + 1.0, 0.5 * seconds)
         ),
-        "settled_base_height_m": float(np.mean(z[last])),
-        "min_base_height_m": float(np.min(z)),
         "controller_calls": result.controller_calls,
         "controller_errors": result.controller_errors,
-        "safety_mode": result.safety.mode.value,
-        "safety_events": [
-            {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
-            for e in result.safety.events
-        ],
         "drivers": dict(robot.driver.counters),
         "watchdog_trips": list(robot.driver.trip_times),
-        "timing": result.timing,
+        **result.summary(),
     }
     return summary, result
 
