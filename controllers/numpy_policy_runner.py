@@ -48,6 +48,15 @@ def elu(x):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
 
 
+def check_observation(obs, size: int, dtype):
+    """`obs` as an array of `dtype`; raises ValueError unless its shape is `(size,)` or
+    `(B, size)`."""
+    obs = np.asarray(obs, dtype=dtype)
+    if obs.ndim not in (1, 2) or obs.shape[-1] != size:
+        raise ValueError(f"observation must have shape ({size},) or (B, {size}), got {obs.shape}")
+    return obs
+
+
 def _read_config(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file (the conventions of an exported policy)")
@@ -181,12 +190,7 @@ class NumpyPolicy:
 
     def __call__(self, obs):
         """`obs (n_obs,) -> action (nu,)`, or a batch `(B, n_obs) -> (B, nu)`."""
-        obs = np.asarray(obs, dtype=np.float64)
-        if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_size:
-            raise ValueError(
-                f"observation must have shape ({self.obs_size},) or (B, {self.obs_size}), "
-                f"got {obs.shape}"
-            )
+        obs = check_observation(obs, self.obs_size, np.float64)
         h = self.normalize(obs)
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):

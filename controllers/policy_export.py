@@ -53,6 +53,7 @@ from .numpy_policy_runner import (
     RUNNER_FILE,
     NumpyPolicy,
     PolicyFileError,
+    check_observation,
 )
 from .policy import (
     ACTION_CLIP,
@@ -339,12 +340,7 @@ class OnnxPolicy:
         self.obs_size = self.session.get_inputs()[0].shape[1]
 
     def __call__(self, obs):
-        obs = np.asarray(obs, dtype=np.float32)
-        if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_size:
-            raise ValueError(
-                f"observation must have shape ({self.obs_size},) or (B, {self.obs_size}), "
-                f"got {obs.shape}"
-            )
+        obs = check_observation(obs, self.obs_size, np.float32)
         (action,) = self.session.run(["action"], {"observation": np.atleast_2d(obs)})
         return action[0] if obs.ndim == 1 else action
 
