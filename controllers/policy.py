@@ -140,23 +140,14 @@ class Policy(eqx.Module):
 
 def save_policy(policy: Policy, path: str) -> None:
     """Write `policy` to `path` (equinox leaves, preceded by a one-line JSON header with the
-    architecture), atomically: a temporary file in the same folder, then `os.replace`."""
-    import json
-    import os
+    architecture), atomically (`controllers.training.checkpoint.write_tree`)."""
+    from .training.checkpoint import write_tree
 
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a controllers.policy.Policy, got {type(policy).__name__}")
     header = {"nu": policy.nu, "hidden": [policy.mlp.width_size] * policy.mlp.depth,
               "dtype": str(policy.normalizer.mean.dtype)}  # fmt: skip
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write((json.dumps(header) + "\n").encode())
-        eqx.tree_serialise_leaves(f, policy)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_tree(path, policy, header)
 
 
 def load_policy(path: str) -> Policy:

@@ -50,16 +50,16 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def save(folder: str, iteration: int, tree, header: dict | None = None, keep: int = 3) -> str:
-    """Write `tree` (any equinox-serialisable pytree) as checkpoint `iteration`, atomically,
-    then delete all but the newest `keep` checkpoints. Returns the path."""
+def write_tree(path: str, tree, header: dict) -> None:
+    """`header` as one JSON line, then `eqx.tree_serialise_leaves(tree)`, atomically: a
+    temporary file in the same folder, flushed and fsync'ed, `os.replace`d over `path`, and
+    the folder fsync'ed (the file format of checkpoints and of `controllers.policy`)."""
+    folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    path = checkpoint_path(folder, iteration)
-    head = {"format": FORMAT, "iteration": int(iteration), **(header or {})}
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
-            f.write((json.dumps(head) + "\n").encode())
+            f.write((json.dumps(header) + "\n").encode())
             eqx.tree_serialise_leaves(f, tree)
             f.flush()
             os.fsync(f.fileno())
@@ -68,6 +68,14 @@ def save(folder: str, iteration: int, tree, header: dict | None = None, keep: in
         if os.path.exists(tmp):
             os.remove(tmp)
     _fsync_folder(folder)
+
+
+def save(folder: str, iteration: int, tree, header: dict | None = None, keep: int = 3) -> str:
+    """Write `tree` (any equinox-serialisable pytree) as checkpoint `iteration`, atomically,
+    then delete all but the newest `keep` checkpoints. Returns the path."""
+    path = checkpoint_path(folder, iteration)
+    head = {"format": FORMAT, "iteration": int(iteration), **(header or {})}
+    write_tree(path, tree, head)
     for _, old in list_checkpoints(folder)[max(keep, 1) :]:
         os.remove(old)
     return path
