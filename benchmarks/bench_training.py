@@ -1,15 +1,21 @@
 """Analytic gradients against a zeroth-order baseline on the same task and wall-clock budget.
 
-    python benchmarks/bench_training.py --robot go2 --minutes 10          # all three methods
+    python benchmarks/bench_training.py --robot go2 --minutes 10          # all methods
     python benchmarks/bench_training.py --minutes 1 --no-write            # a quick look
+    python benchmarks/bench_training.py --minutes 12 --vx-range 0 1 --vy-range 0 0 \
+        --yaw-range 0 0 --latency 0 0.5 --push 0.3 --envs 32              # forward walking
 
 Methods, each for `--minutes` of wall time (compilation included, and reported separately):
-  (a) SHAC with the smooth hard-contact model (`controllers.training.shac`, analytic gradients);
-  (b) SHAC with the penalty contact model (the same, the other differentiable model);
-  (c) PPO (`controllers.training.ppo`, zeroth order: no gradient through the simulator), on the
-      smooth model's environment.
-All three train the same `Policy` network on the same `LocomotionEnv` task (velocity tracking
-with the default command ranges and domain randomisation) and are evaluated the same way: every
+  (a) shac-smooth: analytic gradients (`controllers.training.shac`, its defaults: short-horizon
+      return, no critic bootstrap) with the smooth hard-contact model;
+  (b) shac-penalty: the same with the penalty contact model (the other differentiable model);
+  (c) ppo: PPO (`controllers.training.ppo`, zeroth order: no gradient through the simulator),
+      on the smooth model's environment;
+  (d) shac-critic (optional): (a) with the critic's value bootstrapped into the actor loss
+      (SHAC proper, `critic_bootstrap=True`).
+All train the same `Policy` network on the same `LocomotionEnv` task (velocity tracking with
+the command ranges and domain randomisation given on the command line, defaults those of
+`EnvConfig`) and are evaluated the same way: every
 `--eval-every` seconds the deterministic policy runs from 32 fixed resets for 3 s in the
 environment of (a) (`shac.evaluate`), and its mean tracking error `|v_xy - c_xy|` [m/s] (until a
 fall) and fall fraction are recorded. Reported: curves against env steps and wall time
@@ -49,10 +55,11 @@ def _evaluator(env_config, seconds=3.0, n=32):
     return evaluate
 
 
-def run_shac(env_config, args, evaluate):
+def run_shac(env_config, args, evaluate, critic_bootstrap=False):
     from controllers.training import shac
 
-    config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon)
+    config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon,
+                             actor_lr=args.lr, critic_bootstrap=critic_bootstrap)  # fmt: skip
     state = shac.init_state(config)
     iteration = shac.compiled_iteration(config)
     return _loop(lambda s: iteration(s)[0], state, lambda s: s.policy,
@@ -158,6 +165,15 @@ def plot(results, path):
     plt.close(fig)
 
 
+def task_config(args):
+    """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
+    from controllers.training.env import EnvConfig
+
+    config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa)
+    return config.with_task(args.vx_range, args.vy_range, args.yaw_range, args.latency,
+                            args.push)  # fmt: skip
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default="go2")
@@ -172,14 +188,26 @@ def main(argv=None):
     parser.add_argument(
         "--kappa", type=float, default=300.0, help="smooth activation [1/m] (3000 diverged)"
     )
+    parser.add_argument("--lr", type=float, default=1e-3, help="SHAC actor learning rate")
+    parser.add_argument("--vx-range", type=float, nargs=2, default=None, metavar=("LO", "HI"))
+    parser.add_argument("--vy-range", type=float, nargs=2, default=None, metavar=("LO", "HI"))
+    parser.add_argument("--yaw-range", type=float, nargs=2, default=None, metavar=("LO", "HI"))
+    parser.add_argument(
+        "--latency",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("LO", "HI"),
+        help="action-latency blend range (randomisation)",
+    )
+    parser.add_argument("--push", type=float, default=None, help="largest push [m/s]")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import cpu_name, publish, versions
-    from controllers.training.env import EnvConfig
 
     load_before = os.getloadavg()[0]
-    smooth = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa)
+    smooth = task_config(args)
     evaluate = _evaluator(smooth)
     results = {}
     for name in args.methods:
@@ -190,8 +218,11 @@ def main(argv=None):
             results[name] = run_shac(smooth.replace(contact="penalty"), args, evaluate)
         elif name == "ppo":
             results[name] = run_ppo(smooth, args, evaluate)
+        elif name == "shac-critic":
+            results[name] = run_shac(smooth, args, evaluate, critic_bootstrap=True)
         else:
-            raise SystemExit(f"unknown method {name!r}: shac-smooth, shac-penalty, ppo")
+            raise SystemExit(f"unknown method {name!r}: shac-smooth, shac-penalty, ppo, "
+                             f"shac-critic")  # fmt: skip
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "training_curves.json").write_text(json.dumps(results, indent=1))
@@ -209,8 +240,8 @@ def main(argv=None):
         f"- Versions: {versions('jax', 'jaxlib', 'equinox', 'optax')}",
         f"- Task: {args.robot} velocity tracking (`LocomotionEnv` defaults: commands vx in "
         f"{smooth.vx_range}, vy in {smooth.vy_range}, yaw rate in {smooth.yaw_rate_range}, "
-        f"domain randomisation on), {args.dtype}, smooth-contact kappa {args.kappa:g}; "
-        f"SHAC {args.envs} envs x {args.horizon} steps "
+        f"domain randomisation {smooth.randomization}), {args.dtype}, smooth-contact kappa "
+        f"{args.kappa:g}; SHAC {args.envs} envs x {args.horizon} steps, actor lr {args.lr:g} "
         f"per iteration, PPO {args.ppo_envs} envs x {args.ppo_steps} steps; "
         f"{args.minutes} min of wall time per method, compilation included.",
         "- Evaluation: deterministic policy, 32 fixed resets, 3 s, smooth environment; "

@@ -28,12 +28,16 @@ from controllers.training import EnvConfig, Randomization, SHACConfig, evaluate,
 
 
 def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out="results/shac",
-        resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=2e-3,
-        seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False):  # fmt: skip
-    env = EnvConfig(robot=robot, contact=contact)
+        resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=1e-3,
+        seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
+        critic_bootstrap=False, fast_compile=False):  # fmt: skip
+    """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push).
+    Returns `(TrainResult, evaluation dict)`."""
+    env = EnvConfig(robot=robot, contact=contact).with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
-    config = SHACConfig(env=env, num_envs=envs, horizon=horizon, actor_lr=actor_lr, seed=seed)
+    config = SHACConfig(env=env, num_envs=envs, horizon=horizon, actor_lr=actor_lr, seed=seed,
+                        critic_bootstrap=critic_bootstrap, fast_compile=fast_compile)  # fmt: skip
     policy = load_policy(init) if init else None
     folder = os.path.join(out, "checkpoints")
     start = time.perf_counter()
@@ -55,7 +59,7 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     policy_path = os.path.join(out, "policy.eqx")
     save_policy(result.policy, policy_path)
     keys = jax.random.split(jax.random.PRNGKey(12345), eval_envs)
-    ev = evaluate(result.policy, env, keys, int(round(eval_seconds / 0.02)))
+    ev = evaluate(result.policy, env, keys, int(round(eval_seconds / 0.02)), fast_compile)
     print(f"evaluation ({eval_envs} random commands, {eval_seconds:.0f} s): tracking error "
           f"{ev['mean_tracking_error']:.3f} m/s, return {ev['mean_return']:.2f}, "
           f"fell {ev['fell_fraction']:.0%}")  # fmt: skip
@@ -90,7 +94,7 @@ def _has_onnx() -> bool:
     return True
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--robot", default="go2")
     p.add_argument("--iterations", type=int, default=100, help="total SHAC iterations")
@@ -102,14 +106,40 @@ def main():
     p.add_argument("--init", default=None, help="start from a saved policy (save_policy file)")
     p.add_argument("--checkpoint-every", type=int, default=10)
     p.add_argument("--no-randomization", action="store_true")
-    p.add_argument("--lr", type=float, default=2e-3, help="actor learning rate")
+    p.add_argument("--lr", type=float, default=1e-3, help="actor learning rate")
+    p.add_argument(
+        "--critic-bootstrap",
+        action="store_true",
+        help="add the critic's value at the horizon to the actor loss (SHAC proper)",
+    )
+    p.add_argument("--vx-range", type=float, nargs=2, metavar=("LO", "HI"), help="[m/s]")
+    p.add_argument("--vy-range", type=float, nargs=2, metavar=("LO", "HI"), help="[m/s]")
+    p.add_argument("--yaw-range", type=float, nargs=2, metavar=("LO", "HI"), help="[rad/s]")
+    p.add_argument(
+        "--latency",
+        type=float,
+        nargs=2,
+        metavar=("LO", "HI"),
+        help="action-latency blend range in [0, 1]",
+    )
+    p.add_argument("--push", type=float, help="largest push [m/s]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = p.parse_args()
-    run(a.robot, a.iterations, a.envs, a.horizon, a.contact, a.out, a.resume, a.init,
-        a.checkpoint_every, not a.no_randomization, a.lr, a.seed, export=not a.no_export,
-        quiet=a.quiet)  # fmt: skip
+    p.add_argument("--eval-envs", type=int, default=16, help="evaluation runs (random commands)")
+    p.add_argument("--eval-seconds", type=float, default=4.0)
+    p.add_argument(
+        "--fast-compile",
+        action="store_true",
+        help="XLA optimisation level 0: compiles faster, runs slower (short runs)",
+    )
+    a = p.parse_args(argv)
+    return run(a.robot, a.iterations, a.envs, a.horizon, a.contact, a.out, a.resume, a.init,
+        a.checkpoint_every, not a.no_randomization, a.lr, a.seed, a.eval_envs, a.eval_seconds,
+        export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
+        fast_compile=a.fast_compile,
+        task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
+                  push=a.push))  # fmt: skip
 
 
 if __name__ == "__main__":

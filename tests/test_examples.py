@@ -258,3 +258,25 @@ def test_distill_policy_example(tmp_path):
 
     obs = np.zeros((1, 12 + 3 * 12), np.float32)
     np.testing.assert_array_equal(load_policy(str(tmp_path / "policy.eqx"))(obs[0]), policy(obs[0]))
+
+
+def test_train_policy_example(tmp_path):
+    """Two SHAC iterations of the test_training configuration (solo12, 8 x 8, fast compile:
+    the compiled gradient is shared with that file), killed, then resumed to three: the
+    metrics continue, and the policy, its export, the checkpoints and the report are written."""
+    args = ["--robot", "solo12", "--envs", "8", "--horizon", "8", "--checkpoint-every", "1",
+            "--eval-envs", "8", "--eval-seconds", "1", "--fast-compile", "--quiet",
+            "--out", str(tmp_path)]  # fmt: skip
+    train_policy = _load("train_policy")
+    first, _ = train_policy.main(args + ["--iterations", "2"])
+    result, evaluation = train_policy.main(args + ["--iterations", "3", "--resume"])
+    assert [m["iteration"] for m in result.metrics] == [1, 2, 3]
+    assert result.metrics[:2] == first.metrics
+    assert np.isfinite(evaluation["mean_return"])
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["config"]["num_envs"] == 8 and report["config"]["critic_bootstrap"] is False
+    for name in ("policy.eqx", "export/policy.npz", "export/numpy_policy.py",
+                 "checkpoints/metrics.csv", "checkpoints/ckpt_00000003.eqx"):  # fmt: skip
+        assert (tmp_path / name).exists(), name
+    with pytest.raises(ValueError, match="latency"):
+        train_policy.main(args + ["--iterations", "1", "--latency", "0.5", "0.2"])

@@ -13,7 +13,9 @@ One iteration (one compiled function, `shac_iteration`):
        L(theta) = -1/(N H) sum_i [ sum_t gamma^(t - t0_i) r_t  +  gamma^(T_i - t0_i) V'(s_T_i) ]
 
    summed over each environment's segments (a segment ends at a reset or at H); `V'` is the
-   target critic at the segment's last state, zero after a fall (a truncated episode keeps it).
+   target critic at the segment's last state, zero after a fall (a truncated episode keeps it),
+   and only with `critic_bootstrap` (off by default, see `SHACConfig`: then `L` is the
+   short-horizon return alone).
    `dL/dtheta` by reverse-mode AD through the whole rollout (contact model included), clipped
    to a global norm, Adam. Only `policy.mlp` is trained (`eqx.partition`): the observation
    normaliser is data. A step whose gradient is not finite is skipped (and counted).
@@ -70,6 +72,14 @@ class SHACConfig:
     fast_compile: compile with XLA's backend optimisation level 0 (measured on solo12: the
     iteration compiles in about half the time, 34 s instead of 59 s, and runs slower; for
     tests and short runs).
+    critic_bootstrap: add the target critic's `V'` at each segment's end to the actor loss
+    (SHAC proper). Off by default, i.e. short-horizon backpropagation of the H-step return
+    alone (the critic still trains, and its loss is reported). Measured: Go2, constant
+    0.5 m/s command, 32 environments x 32 steps, actor lr 1e-3: without the bootstrap the
+    actor gradient norm stayed at 0.3-3 and the evaluation tracking error fell from 0.50 to
+    0.047 m/s in 700 iterations with no falls; Solo12, 8 x 8 (the test configuration), with
+    the bootstrap the gradient norm grew to 40-90 within 40 iterations and the return fell
+    below its start, without it the return rose from 20.5 to 30.3 in 80 iterations.
     """
 
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -77,7 +87,7 @@ class SHACConfig:
     horizon: int = 32
     gamma: float = 0.99
     lam: float = 0.95
-    actor_lr: float = 2e-3
+    actor_lr: float = 1e-3
     critic_lr: float = 2e-3
     adam_betas: tuple = (0.7, 0.95)
     grad_clip: float = 1.0
@@ -90,6 +100,7 @@ class SHACConfig:
     normalizer_min_std: float = 0.1
     seed: int = 0
     fast_compile: bool = False
+    critic_bootstrap: bool = False
 
     def replace(self, **changes) -> SHACConfig:
         return dataclasses.replace(self, **changes)
@@ -214,8 +225,12 @@ def rollout_loss(policy: Policy, target_critic, envs: EnvState, config: SHACConf
         bootstrap_obs = jnp.where(done[:, None], info["terminal_obs"], next_obs)
         value = _values(critic, frozen, bootstrap_obs).astype(ret.dtype)
         value = jnp.where(info["fell"], 0.0, value)
+        if not config.critic_bootstrap:  # the critic's target still needs the value
+            value_in_loss = jnp.zeros_like(value)
+        else:
+            value_in_loss = value
         ends = done | last
-        loss = loss - jnp.sum(jnp.where(ends, ret + gamma * discount * value, 0.0))
+        loss = loss - jnp.sum(jnp.where(ends, ret + gamma * discount * value_in_loss, 0.0))
         discount = jnp.where(done, 1.0, discount * gamma)
         ret = jnp.where(done, 0.0, ret)
         out = {
@@ -314,7 +329,8 @@ def _rollout_config(config: SHACConfig) -> SHACConfig:
     """The fields the rollout depends on (the rest, e.g. learning rates, reset to defaults):
     configs that differ only in optimiser settings share the compiled gradient."""
     return SHACConfig(env=config.env, horizon=config.horizon, gamma=config.gamma,
-                      fast_compile=config.fast_compile)  # fmt: skip
+                      fast_compile=config.fast_compile,
+                      critic_bootstrap=config.critic_bootstrap)  # fmt: skip
 
 
 def compiled_actor_gradient(config: SHACConfig):
