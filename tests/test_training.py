@@ -123,6 +123,17 @@ def test_standing_policy_stands_for_one_second(env, eval_keys):
     standing = env.standing_height
     assert np.all(np.abs(ev["height"][-10:] - standing) < 0.15 * standing), ev["height"][-1]
     assert np.all(np.isfinite(ev["return"]))
+    # fixed commands replace the sampled ones: standing still misses 1 m/s forward by ~1 m/s
+    # and a zero command by ~0 (after a settle time that is not counted)
+    n = len(eval_keys)
+    forward = np.tile([1.0, 0.0, 0.0], (n, 1))
+    still = evaluate(_policy(final_scale=0.0), ENV, eval_keys, EVAL_STEPS, fast_compile=True,
+                     commands=np.zeros((n, 3)), settle=10)  # fmt: skip
+    missed = evaluate(_policy(final_scale=0.0), ENV, eval_keys, EVAL_STEPS, fast_compile=True,
+                      commands=forward, settle=10)  # fmt: skip
+    assert still["mean_tracking_error"] < 0.05 < 0.9 < missed["mean_tracking_error"] < 1.1
+    with pytest.raises(ValueError, match="commands must have shape"):
+        evaluate(_policy(), ENV, eval_keys, EVAL_STEPS, commands=np.zeros((n, 2)))
 
 
 def test_termination_and_auto_reset(env, batch_step):

@@ -456,8 +456,9 @@ def _compiler_options(fast_compile: bool) -> dict:
 def _compiled_evaluation(config: EnvConfig, steps: int, fast_compile: bool = False):
     env = make_env(config)
 
-    def run(policy, keys):
+    def run(policy, keys, commands, settle):
         envs = jax.vmap(env.reset)(keys)
+        envs = dataclasses.replace(envs, command=commands.astype(envs.command.dtype))
 
         def body(envs, _):
             obs = jax.vmap(env.observe)(envs)
@@ -466,9 +467,11 @@ def _compiled_evaluation(config: EnvConfig, steps: int, fast_compile: bool = Fal
 
         _, (reward, error, fell, height) = jax.lax.scan(body, envs, None, length=steps)
         alive = jnp.cumsum(fell, axis=0) == 0  # steps before the first fall
+        counted = alive & (jnp.arange(steps) >= settle)[:, None]
         return {
             "return": jnp.sum(reward * alive, axis=0),
-            "tracking_error": jnp.sum(error * alive, axis=0) / jnp.maximum(jnp.sum(alive, 0), 1),
+            "tracking_error": jnp.sum(error * counted, axis=0)
+            / jnp.maximum(jnp.sum(counted, 0), 1),
             "fell": jnp.any(fell, axis=0),
             "height": height,
         }
@@ -476,13 +479,32 @@ def _compiled_evaluation(config: EnvConfig, steps: int, fast_compile: bool = Fal
     return eqx.filter_jit(run, **_compiler_options(fast_compile))
 
 
-def evaluate(policy: Policy, config: EnvConfig, keys, steps: int, fast_compile: bool = False
-             ) -> dict:  # fmt: skip
+@functools.lru_cache(maxsize=8)
+def _sampled_commands(config: EnvConfig):
+    """`keys (N, 2) -> (N, 3)`: the commands `reset` draws (no physics: a cheap compile)."""
+    env = make_env(config)
+    return jax.jit(lambda keys: jax.vmap(env.reset)(keys).command)
+
+
+def evaluate(policy: Policy, config: EnvConfig, keys, steps: int, fast_compile: bool = False,
+             commands=None, settle: int = 0) -> dict:  # fmt: skip
     """The policy alone from `reset(keys[i])` for `steps` policy steps, per environment
     (counted until its first fall): `return` (sum of rewards), `tracking_error` (mean
-    `|v_xy - c_xy|` [m/s]), `fell`; plus their means, and the base height `(steps, N)` [m]
-    after each step. Deterministic for given keys (raw PRNG keys `(N, 2)`)."""
-    out = jax.device_get(_compiled_evaluation(config, steps, fast_compile)(policy, keys))
+    `|v_xy - c_xy|` [m/s] over the steps from `settle` on), `fell`; plus their means, and the
+    base height `(steps, N)` [m] after each step. commands: `(N, 3)` `(vx, vy, yaw_rate)` in
+    place of the sampled ones (held for the whole run; an episode must not end by
+    truncation within `steps`). Deterministic for given keys (raw PRNG keys `(N, 2)`)."""
+    keys = jnp.asarray(keys)
+    if commands is None:
+        commands = _sampled_commands(config)(keys)
+    commands = jnp.asarray(commands)
+    if commands.shape != (keys.shape[0], 3):
+        raise ValueError(f"commands must have shape ({keys.shape[0]}, 3) (one per key), "
+                         f"got {commands.shape}")  # fmt: skip
+    if not 0 <= settle < steps:
+        raise ValueError(f"settle must be in [0, steps = {steps}), got {settle}")
+    run = _compiled_evaluation(config, steps, fast_compile)
+    out = jax.device_get(run(policy, keys, commands, jnp.asarray(settle, jnp.int32)))
     out = {k: np.asarray(v) for k, v in out.items()}
     out["mean_return"] = float(np.mean(out["return"]))
     out["mean_tracking_error"] = float(np.mean(out["tracking_error"]))
