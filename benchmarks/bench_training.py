@@ -165,6 +165,24 @@ def plot(results, path):
     plt.close(fig)
 
 
+METHODS = ("shac-smooth", "shac-penalty", "ppo", "shac-critic")
+
+
+def run_method(name, args):
+    """Train with method `name` for `args.minutes`; returns its curve (see `_loop`)."""
+    sys.path.insert(0, str(ROOT))
+    smooth = task_config(args)
+    evaluate = _evaluator(smooth)
+    print(f"{name}: {args.minutes} min", flush=True)
+    if name == "shac-smooth":
+        return run_shac(smooth, args, evaluate)
+    if name == "shac-penalty":
+        return run_shac(smooth.replace(contact="penalty"), args, evaluate)
+    if name == "ppo":
+        return run_ppo(smooth, args, evaluate)
+    return run_shac(smooth, args, evaluate, critic_bootstrap=True)
+
+
 def task_config(args):
     """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
     from controllers.training.env import EnvConfig
@@ -201,6 +219,13 @@ def main(argv=None):
         help="action-latency blend range (randomisation)",
     )
     parser.add_argument("--push", type=float, default=None, help="largest push [m/s]")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="methods trained at once, one process each (timings then share "
+        "the CPU: compare methods only within one run)",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -208,21 +233,19 @@ def main(argv=None):
 
     load_before = os.getloadavg()[0]
     smooth = task_config(args)
-    evaluate = _evaluator(smooth)
-    results = {}
-    for name in args.methods:
-        print(f"{name}: {args.minutes} min", flush=True)
-        if name == "shac-smooth":
-            results[name] = run_shac(smooth, args, evaluate)
-        elif name == "shac-penalty":
-            results[name] = run_shac(smooth.replace(contact="penalty"), args, evaluate)
-        elif name == "ppo":
-            results[name] = run_ppo(smooth, args, evaluate)
-        elif name == "shac-critic":
-            results[name] = run_shac(smooth, args, evaluate, critic_bootstrap=True)
-        else:
-            raise SystemExit(f"unknown method {name!r}: shac-smooth, shac-penalty, ppo, "
-                             f"shac-critic")  # fmt: skip
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown method(s) {unknown}: {', '.join(METHODS)}")
+    if args.jobs > 1:  # one process per method (spawned: a fresh JAX in each)
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+            futures = {m: pool.submit(run_method, m, args) for m in args.methods}
+            results = {m: f.result() for m, f in futures.items()}
+    else:
+        results = {m: run_method(m, args) for m in args.methods}
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "training_curves.json").write_text(json.dumps(results, indent=1))
@@ -238,12 +261,13 @@ def main(argv=None):
         f"- CPU: {cpu_name()}, {os.cpu_count()} cores; 1-min load average {load_before:.2f} "
         f"before, {os.getloadavg()[0]:.2f} after",
         f"- Versions: {versions('jax', 'jaxlib', 'equinox', 'optax')}",
-        f"- Task: {args.robot} velocity tracking (`LocomotionEnv` defaults: commands vx in "
+        f"- Task: {args.robot} velocity tracking (`LocomotionEnv`; commands vx in "
         f"{smooth.vx_range}, vy in {smooth.vy_range}, yaw rate in {smooth.yaw_rate_range}, "
         f"domain randomisation {smooth.randomization}), {args.dtype}, smooth-contact kappa "
-        f"{args.kappa:g}; SHAC {args.envs} envs x {args.horizon} steps, actor lr {args.lr:g} "
-        f"per iteration, PPO {args.ppo_envs} envs x {args.ppo_steps} steps; "
-        f"{args.minutes} min of wall time per method, compilation included.",
+        f"{args.kappa:g}; SHAC {args.envs} envs x {args.horizon} steps per iteration (actor lr "
+        f"{args.lr:g}), PPO {args.ppo_envs} envs x {args.ppo_steps} steps; "
+        f"{args.minutes} min of wall time per method, compilation included; "
+        f"{args.jobs} method(s) trained at once on the {os.cpu_count()} cores.",
         "- Evaluation: deterministic policy, 32 fixed resets, 3 s, smooth environment; "
         "tracking error = mean |v_xy - c_xy| until a fall. Curves: "
         "`benchmarks/results/training_curves.png` (data: `training_curves.json`).",
