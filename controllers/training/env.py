@@ -63,7 +63,12 @@ from ..policy import CONTROL_DT, joint_targets, observation_from_state, projecte
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """Weights of the reward terms (module docstring); `tracking_sigma` [m^2/s^2, rad^2/s^2]."""
+    """Weights of the reward terms (module docstring); `tracking_sigma` [m^2/s^2, rad^2/s^2].
+
+    `orientation` is -5 because with -1 the short-horizon gradient did not see a slow pitch
+    drift: Go2 forward-walking policies trained 400 iterations tracked within 0.1-0.3 m/s but
+    pitched over after about 2 s in 75-90 % of the evaluation runs; with -5 the same training
+    gave policies that walked the 3 s evaluation without falling."""
 
     tracking_xy: float = 1.0
     tracking_yaw: float = 0.5
@@ -72,7 +77,7 @@ class RewardWeights:
     action_rate: float = -0.01
     z_velocity: float = -2.0
     roll_pitch_rate: float = -0.05
-    orientation: float = -1.0
+    orientation: float = -5.0  # per |g_xy|^2; see the class docstring
 
 
 @dataclass(frozen=True)
