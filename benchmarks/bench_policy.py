@@ -67,9 +67,22 @@ def simulator_rows(policy, args) -> list[dict]:
     return rows
 
 
+def intervention_counts(events) -> dict:
+    """Safety interventions per kind, in ticks (`summary["safety_events"]` of a loop run)."""
+    counts = {}
+    for e in events:
+        counts[e["kind"]] = counts.get(e["kind"], 0) + e["count"]
+    return counts
+
+
 def mujoco_rows(policy, args) -> list[dict]:
-    """Export the policy and run `examples/deploy_policy.py` on MuJoCo for each command."""
+    """Export the policy and run `examples/deploy_policy.py` on MuJoCo for each command.
+    The safety layer's per-event log lines are silenced; its interventions are counted."""
+    import logging
+
     from controllers.policy_export import export_policy
+
+    logging.getLogger("controllers.safety").setLevel(logging.ERROR)
 
     path = ROOT / "examples" / "deploy_policy.py"
     spec = importlib.util.spec_from_file_location("deploy_policy", path)
@@ -86,15 +99,17 @@ def mujoco_rows(policy, args) -> list[dict]:
                 "seconds": args.mujoco_seconds,
                 "average_speed": summary["average_speed_m_per_s"],
                 "min_base_height": summary["min_base_height_m"],
+                "settled_base_height": summary["settled_base_height_m"],
                 "safety_mode": summary["safety_mode"],
-                "safety_events": len(summary["safety_events"]),
+                "interventions": intervention_counts(summary["safety_events"]),
                 "controller_errors": summary["controller_errors"],
             }
             rows.append(row)
             print(f"  MuJoCo vx {vx:4.2f} m/s for {args.mujoco_seconds:g} s: average speed "
                   f"{row['average_speed']:.3f} m/s, base height min "
-                  f"{row['min_base_height']:.3f} m, safety {row['safety_mode']} "
-                  f"({row['safety_events']} events)", flush=True)  # fmt: skip
+                  f"{row['min_base_height']:.3f} m, settled {row['settled_base_height']:.3f} m, "
+                  f"safety {row['safety_mode']}, interventions (ticks) "
+                  f"{row['interventions']}", flush=True)  # fmt: skip
     return rows
 
 
@@ -170,14 +185,15 @@ def main(argv=None):
         "MuJoCo through the hardware interface (`examples/deploy_policy.py`: NumPy runner, "
         "safety layer, 500 Hz; 0.5 s standing, then the command):",
         "",
-        "| command vx m/s | seconds | average speed after 1.5 s m/s | min base height m "
-        "| safety mode | safety events |",
-        "|---:|---:|---:|---:|---|---:|",
+        "| command vx m/s | seconds | average speed after 1.5 s m/s | base height min / "
+        "settled m | safety mode at the end | safety interventions (ticks) |",
+        "|---:|---:|---:|---:|---|---|",
     ]
     for r in mujoco:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["interventions"].items()))
         lines.append(f"| {r['vx']:.2f} | {r['seconds']:g} | {r['average_speed']:.3f} | "
-                     f"{r['min_base_height']:.3f} | {r['safety_mode']} | "
-                     f"{r['safety_events']} |")  # fmt: skip
+                     f"{r['min_base_height']:.3f} / {r['settled_base_height']:.3f} | "
+                     f"{r['safety_mode']} | {kinds or 'none'} |")  # fmt: skip
     lines.append("")
     publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, "\n".join(lines))
     return {"simulator": sim, "mujoco": mujoco, "training": training}

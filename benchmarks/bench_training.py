@@ -269,7 +269,8 @@ def main(argv=None):
         f"{args.minutes} min of wall time per method, compilation included; "
         f"{args.jobs} method(s) trained at once on the {os.cpu_count()} cores.",
         "- Evaluation: deterministic policy, 32 fixed resets, 3 s, smooth environment; "
-        "tracking error = mean |v_xy - c_xy| until a fall. Curves: "
+        "tracking error = mean |v_xy - c_xy| until a fall; a threshold counts as reached at "
+        "the first evaluation at or below it in which no run fell. Curves: "
         "`benchmarks/results/training_curves.png` (data: `training_curves.json`).",
         "",
         "| method | compile s | iterations | env steps | final error m/s | best error m/s "

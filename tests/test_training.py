@@ -155,6 +155,31 @@ def test_termination_and_auto_reset(env, batch_step):
     np.testing.assert_allclose(info["terminal_obs"][2], obs[2])
 
 
+def test_actuator_applies_the_safety_layers_target_limits(env, batch_step):
+    """A target far outside the joint limits is clipped into them (as SafetyLayer does) and
+    approached no faster than the joint velocity limits; joint speeds beyond the soft limit
+    are penalised, and not at rest."""
+    model = env.model
+    lower = np.asarray(model.lower_position_limit)[-12:]
+    upper = np.asarray(model.upper_position_limit)[-12:]
+    qd_max = np.asarray(model.velocity_limit)[-12:]
+    state = _reset(env, 2)
+    actions = jnp.stack([jnp.full(12, 1e3), jnp.zeros(12)])  # targets +250 rad; default pose
+    new, _, _, _, info = batch_step(state, actions)
+    target = np.asarray(new.target)
+    step = target - np.asarray(state.target)
+    assert np.all(target[0] >= lower - 1e-12) and np.all(target[0] <= upper + 1e-12)
+    reachable = np.minimum(qd_max * CONTROL_DT, upper - np.asarray(state.target[0]))
+    np.testing.assert_allclose(np.abs(step[0]), reachable, rtol=1e-9)
+    np.testing.assert_allclose(target[1], state.target[1])  # the default pose: no motion
+    assert float(info["reward_terms"]["joint_velocity"][1]) == 0.0
+    # joints spinning at twice their limits are penalised
+    fast = state.sim.v.at[:, 6:].set(2.0 * qd_max)
+    spinning = dataclasses.replace(state, sim=dataclasses.replace(state.sim, v=fast))
+    _, _, _, _, info = batch_step(spinning, jnp.zeros((2, 12)))
+    assert np.all(np.asarray(info["reward_terms"]["joint_velocity"]) < -1.0)
+
+
 # --------------------------------------------------------------------------- gradients
 
 
