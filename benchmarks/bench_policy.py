@@ -114,6 +114,9 @@ def mujoco_rows(policy, args) -> list[dict]:
 
 
 def training_summary(path) -> dict | None:
+    """Iterations, env steps and wall time of the last record of a `metrics.json`, and the
+    training command from the run's `report.json` (`examples/train_policy.py` writes it next
+    to `checkpoints/`), if there is one."""
     if path is None:
         return None
     metrics = json.loads(Path(path).read_text())
@@ -122,7 +125,11 @@ def training_summary(path) -> dict | None:
     if not metrics:
         return None
     last = metrics[-1]
-    return {k: last[k] for k in ("iteration", "env_steps", "wall_time") if k in last}
+    summary = {k: last[k] for k in ("iteration", "env_steps", "wall_time") if k in last}
+    report = Path(path).resolve().parent.parent / "report.json"
+    if report.is_file():
+        summary["command"] = json.loads(report.read_text()).get("command")
+    return summary
 
 
 def main(argv=None):
@@ -168,6 +175,8 @@ def main(argv=None):
             f"{training.get('env_steps', 0):,} env steps (policy steps), "
             f"{training.get('wall_time', 0.0) / 60:.1f} min of wall time"
         )
+        if training.get("command"):
+            lines.append(f"- Trained by: `{training['command']}`")
     lines += [
         "",
         f"Our simulator: {args.runs} runs per command from noisy standing resets, "

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import sys
 import time
 
 import jax
@@ -30,9 +32,10 @@ from controllers.training import EnvConfig, Randomization, SHACConfig, evaluate,
 def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out="results/shac",
         resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=1e-3,
         seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
-        critic_bootstrap=False, fast_compile=False):  # fmt: skip
-    """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push).
-    Returns `(TrainResult, evaluation dict)`."""
+        critic_bootstrap=False, fast_compile=False, command=None):  # fmt: skip
+    """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
+    `command`: the command line, recorded in report.json. Returns `(TrainResult, evaluation
+    dict)`."""
     env = EnvConfig(robot=robot, contact=contact).with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
@@ -65,7 +68,8 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
           f"fell {ev['fell_fraction']:.0%}")  # fmt: skip
     report = {"config": config.to_dict(), "evaluation": {
         k: ev[k] for k in ("mean_tracking_error", "mean_return", "fell_fraction")},
-        "policy": policy_path, "checkpoint": result.checkpoint, "seconds": seconds}  # fmt: skip
+        "policy": policy_path, "checkpoint": result.checkpoint, "seconds": seconds,
+        "command": command}  # fmt: skip
     exported = None
     if export:
         try:
@@ -134,10 +138,12 @@ def main(argv=None):
         help="XLA optimisation level 0: compiles faster, runs slower (short runs)",
     )
     a = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python examples/train_policy.py", *map(shlex.quote, argv)])
     return run(a.robot, a.iterations, a.envs, a.horizon, a.contact, a.out, a.resume, a.init,
         a.checkpoint_every, not a.no_randomization, a.lr, a.seed, a.eval_envs, a.eval_seconds,
         export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
-        fast_compile=a.fast_compile,
+        fast_compile=a.fast_compile, command=command,
         task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
                   push=a.push))  # fmt: skip
 

@@ -275,6 +275,9 @@ def test_train_policy_example(tmp_path):
     assert np.isfinite(evaluation["mean_return"])
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["config"]["num_envs"] == 8 and report["config"]["critic_bootstrap"] is False
+    assert report["config"]["env"]["safety_limits"] is True
+    assert report["command"].startswith("python examples/train_policy.py --robot solo12")
+    assert report["command"].endswith("--iterations 3 --resume")
     for name in ("policy.eqx", "export/policy.npz", "export/numpy_policy.py",
                  "checkpoints/metrics.csv", "checkpoints/ckpt_00000003.eqx"):  # fmt: skip
         assert (tmp_path / name).exists(), name
