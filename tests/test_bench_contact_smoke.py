@@ -1,27 +1,15 @@
 """The contact benchmark script runs end to end (smallest settings); timings are not asserted."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from bench_helpers import load_benchmark
 
 pytest.importorskip("mujoco")
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_contact.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_contact", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_bench_contact_quick(tmp_path):
-    bench = _load()
+    bench = load_benchmark("bench_contact")
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n## Rigid-body dynamics (issue 2)\n\nkept\n")
     rows = bench.main(["--quick", "--output", str(out)])

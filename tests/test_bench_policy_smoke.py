@@ -1,11 +1,8 @@
 """The policy demonstration benchmark runs end to end on an untrained Solo12 policy (smallest
 settings): both simulator rows, the MuJoCo deployment row with its intervention counts, and
-the BENCHMARKS.md section. Nothing about the policy's quality is asserted."""
+the error for a missing policy file. Nothing about the policy's quality is asserted."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -13,22 +10,14 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+from bench_helpers import load_benchmark  # noqa: E402
+
 from controllers.policy import Policy, save_policy  # noqa: E402
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_policy.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_policy", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
 def test_bench_policy_quick(tmp_path):
-    bench = _load()
+    bench = load_benchmark("bench_policy")
     path = tmp_path / "policy.eqx"
     save_policy(Policy.create(jax.random.PRNGKey(0), 12, dtype=jnp.float64, final_scale=0.01), path)
     args = ["--policy", str(path), "--robot", "solo12", "--vx", "0.3", "--runs", "2",

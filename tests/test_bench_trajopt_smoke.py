@@ -2,15 +2,11 @@
 Crocoddyl is skipped (it lives in its own venv) and timings are not asserted. Most of the time
 is the one-off JIT compilation of the solver's functions."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import jax
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_trajopt.py"
+from bench_helpers import load_benchmark
 
 TINY = [
     "--horizons",
@@ -29,14 +25,6 @@ TINY = [
 ]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_trajopt", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def allow_rank_promotion():
     """conftest makes implicit rank promotion raise; `trajopt.problem.running_residuals` still
@@ -49,7 +37,7 @@ def allow_rank_promotion():
 
 @pytest.mark.slow
 def test_bench_trajopt_tiny(tmp_path, allow_rank_promotion):
-    bench = _load()
+    bench = load_benchmark("bench_trajopt")
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n## Contact step (issue 3)\n\nkept\n")
     results = bench.main([*TINY, "--output", str(out)])

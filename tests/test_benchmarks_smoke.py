@@ -1,23 +1,12 @@
 """The dynamics benchmark script runs end to end (smallest settings); timings are not asserted."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dynamics.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_dynamics", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from bench_helpers import load_benchmark
 
 
 def test_bench_dynamics_quick(tmp_path):
-    bench = _load()
+    bench = load_benchmark("bench_dynamics")
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n## Other section\n\nkept\n")
     rows = bench.main(["--quick", "--robot", "solo12", "--repeats", "1", "--output", str(out)])

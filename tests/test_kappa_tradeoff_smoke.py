@@ -2,27 +2,15 @@
 beyond sanity). Four compiled box rollouts (two with gradients) take 30-70 s to compile on the
 shared 2-core machine, above the 20 s budget of the normal run, hence `slow`."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "kappa_tradeoff.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("kappa_tradeoff", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-    return module
+from bench_helpers import load_benchmark
 
 
 @pytest.mark.slow
 def test_kappa_tradeoff_quick(tmp_path):
-    bench = _load()
+    bench = load_benchmark("kappa_tradeoff")
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n## Other section\n\nkept\n")
     rows = bench.main(["--quick", "--output", str(out)])
