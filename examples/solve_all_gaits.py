@@ -4,7 +4,8 @@
 
 All gaits share one problem structure (same horizon and cost terms), so JAX compiles once and
 every further gait costs only its iterations. Prints a table: status, cost, average speed,
-base height range and the fraction of knots each foot is in contact.
+base height range, the fraction of knots each foot is in contact and which of
+`trajopt.gait_metrics.gait_checks` fail (speed, drift, height, the gait's contact pattern).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import numpy as np
 
 import dynamics
-from trajopt.gait_metrics import average_velocity, contact_agreement, contact_flags
+from trajopt.gait_metrics import average_velocity, contact_agreement, contact_flags, gait_checks
 from trajopt.gaits import GAITS, make_problem
 from trajopt.solve import solve
 
@@ -49,12 +50,17 @@ def main(argv=None):
             "contact_fraction": contact.round(2).tolist(),
             "pattern_agreement": contact_agreement(traj.force, problem.data.reference.stance),
         }
+        checks = gait_checks(gait, speed, traj.q, traj.force, traj.dt,
+                             float(problem.model.q_standing[2]),
+                             np.asarray(problem.data.reference.stance))  # fmt: skip
+        rows[gait]["failed_checks"] = [k for k, (_, _, ok) in checks.items() if not ok]
         r = rows[gait]
         print(
             f"{gait:<6} {r['status']:<15} cost {r['cost']:8.4g}  speed {r['speed']:+.3f} m/s  "
             f"yaw rate {r['yaw_rate']:+.2f} rad/s  "
             f"height {r['height'][0]:.3f}-{r['height'][1]:.3f} m  "
-            f"contact {r['contact_fraction']}  pattern {r['pattern_agreement']:.2f}",
+            f"contact {r['contact_fraction']}  pattern {r['pattern_agreement']:.2f}  "
+            f"checks {'ok' if not r['failed_checks'] else 'failed: ' + ', '.join(r['failed_checks'])}",
             flush=True,
         )
     print(f"results saved in {os.path.abspath(args.out)}")

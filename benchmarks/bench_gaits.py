@@ -1,0 +1,201 @@
+"""The gait library, validated: every gait for every robot, solved and checked.
+
+    python benchmarks/bench_gaits.py                        # 3 robots x 7 gaits, 2 processes
+    python benchmarks/bench_gaits.py --robots solo12 --gaits trot pronk --no-write   # quick
+
+Each (robot, gait) problem comes from `trajopt.gaits.make_problem` at the robot's command
+(forward speed; turn: yaw rate), 0.8 s at 20 ms, and is solved by FDDP (single shooting, the
+gait's default start) for a fixed number of iterations. The solution of single shooting is its
+own open-loop rollout under the contact model, so what is checked is what the simulator does.
+Checks (`trajopt.gait_metrics.gait_checks`): average speed within 10 % of the command, no drift, base
+height within [0.75, 1.25] x standing, the contacts agree with the reference pattern on 75 %
+of (knot, foot) pairs, and the gait's own pattern (pairs alternate, a pronk flies, a walk keeps
+three feet down, a stand keeps four).
+
+One process per robot (`--jobs` at a time), each compiling once for all its gaits. Results go
+to `benchmarks/results/gaits_<robot>.json` and the `## Gait library` section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEADING = "## Gait library (issue 4)"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+ROBOTS = ("solo12", "go2", "anymal_c")
+SPEEDS = {"solo12": 0.3, "go2": 0.5, "anymal_c": 0.3}  # forward commands [m/s]
+YAW_RATE = 0.5  # turn command [rad/s]
+
+
+def command_for(robot: str, gait: str) -> float:
+    if gait == "stand":
+        return 0.0
+    return YAW_RATE if gait == "turn" else SPEEDS.get(robot, 0.3)
+
+
+def solve_robot(robot: str, gaits, iterations: int, duration: float) -> dict:
+    """Solve and check every gait of `gaits` for `robot`: `{gait: row}`."""
+    import numpy as np
+
+    from trajopt.gait_metrics import average_velocity, gait_checks
+    from trajopt.gaits import make_problem
+    from trajopt.solve import solve
+
+    rows = {}
+    for gait in gaits:
+        command = command_for(robot, gait)
+        problem = make_problem(robot, gait, command, duration=duration, dt=0.02)
+        start = time.perf_counter()
+        traj = solve(problem, max_iterations=iterations, verbose=False)
+        seconds = time.perf_counter() - start
+        checks = gait_checks(
+            gait,
+            command,
+            traj.q,
+            traj.force,
+            traj.dt,
+            float(problem.model.q_standing[2]),
+            np.asarray(problem.data.reference.stance),
+        )
+        velocity = average_velocity(traj.q, traj.dt)
+        rows[gait] = {
+            "command": command,
+            "status": traj.status,
+            "iterations": traj.iterations,
+            "cost": float(traj.cost),
+            "seconds": seconds,
+            "forward": velocity["forward"],
+            "yaw_rate": velocity["yaw_rate"],
+            "checks": {k: {"value": v, "required": r, "passed": bool(p)}
+                       for k, (v, r, p) in checks.items()},  # fmt: skip
+            "passed": all(bool(p) for _, _, p in checks.values()),
+        }
+        failed = [k for k, c in rows[gait]["checks"].items() if not c["passed"]]
+        print(f"{robot:<9} {gait:<6} {traj.status:<15} cost {traj.cost:8.3f} "
+              f"forward {velocity['forward']:+.3f} m/s yaw {velocity['yaw_rate']:+.2f} rad/s "
+              f"{seconds:6.1f} s  {'ok' if not failed else 'FAILED: ' + ', '.join(failed)}",
+              flush=True)  # fmt: skip
+    return rows
+
+
+def _fmt(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "-".join(f"{v:.3f}" for v in value)
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render(results: dict, command: str, iterations: int, duration: float) -> str:
+    from benchmarks.markdown_report import cpu_name, versions
+
+    lines = [
+        HEADING,
+        "",
+        "Written by `benchmarks/bench_gaits.py`; rerun it to refresh this section.",
+        "",
+        f"- Command: `{command}`",
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores (one process per robot, two at "
+        "a time); " + versions("jax", "numpy"),
+        f"- Problems: `make_problem(robot, gait, command, duration={duration}, dt=0.02)`, "
+        f"FDDP single shooting from the gait's default start, {iterations} iterations at most. "
+        "Commands: forward speed (Solo12 0.3, Go2 0.5, ANYmal C 0.3 m/s), turn 0.5 rad/s. "
+        "A single-shooting solution is its own open-loop rollout under the smooth contact "
+        "model, so the checks are on what the simulator does.",
+        "- Checks (`trajopt.gait_metrics.gait_checks`): speed within 10 % of the command; no "
+        "drift (yaw rate < 0.15 rad/s; turn: forward speed < 0.05 m/s); base "
+        "height in [0.75, 1.25] x standing; contacts (force > 1 N) agree with the reference "
+        "pattern on 75 % of (knot, foot) pairs; the gait's own pattern (each pair alone on the "
+        "ground >= 20 % of knots with its feet in step >= 75 %; pronk: flight >= 10 %, all down "
+        ">= 40 %; walk: three feet down >= 70 %, every foot swings; stand: four down >= 95 %).",
+        "",
+        "| robot | gait | command | achieved | status | cost | pattern agreement "
+        "| gait pattern | height m | solve s | checks |",
+        "|---|---|---:|---:|---|---:|---:|---|---|---:|---|",
+    ]
+    for robot, rows in results.items():
+        for gait, r in rows.items():
+            checks = r["checks"]
+            pattern = ", ".join(
+                f"{k} {_fmt(c['value'])}" for k, c in checks.items()
+                if k not in ("speed", "drift", "height", "pattern agreement")
+            )  # fmt: skip
+            achieved = r["yaw_rate"] if gait == "turn" else r["forward"]
+            failed = [k for k, c in checks.items() if not c["passed"]]
+            lines.append(
+                f"| {robot} | {gait} | {r['command']:.2f} | {achieved:+.3f} | {r['status']} "
+                f"| {r['cost']:.2f} | {checks['pattern agreement']['value']:.2f} | {pattern} "
+                f"| {_fmt(checks['height']['value'])} | {r['seconds']:.0f} "
+                f"| {'pass' if not failed else 'FAIL: ' + ', '.join(failed)} |"
+            )
+    passed = sum(r["passed"] for rows in results.values() for r in rows.values())
+    total = sum(len(rows) for rows in results.values())
+    lines += ["", f"{passed} of {total} (robot, gait) pairs pass every check.", ""]
+    lines.append(
+        "Solve times include JAX compilation on a robot's first gait (all gaits of a robot "
+        "share one problem structure) and ran two processes on the two cores."
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robots", nargs="*", default=list(ROBOTS), choices=ROBOTS)
+    parser.add_argument("--gaits", nargs="*", default=None, help="default: every gait")
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--duration", type=float, default=0.8)
+    parser.add_argument("--jobs", type=int, default=2, help="robots solved at the same time")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write files")
+    parser.add_argument("--one-robot", help=argparse.SUPPRESS)  # worker mode
+    parser.add_argument("--json", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from trajopt.gaits import available_gaits, check_gait
+
+    gaits = args.gaits if args.gaits else list(available_gaits())
+    for gait in gaits:
+        check_gait(gait)
+    if args.iterations < 1:
+        parser.error(f"--iterations must be >= 1, got {args.iterations}")
+    if args.one_robot:
+        rows = solve_robot(args.one_robot, gaits, args.iterations, args.duration)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+        return rows
+
+    out = Path(tempfile.mkdtemp(prefix="bench_gaits_")) if args.no_write else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    pending = list(args.robots)
+    running = []
+    paths = {r: out / f"gaits_{r}.json" for r in args.robots}
+    while pending or running:
+        while pending and len(running) < max(1, args.jobs):
+            robot = pending.pop(0)
+            cmd = [sys.executable, __file__, "--one-robot", robot, "--json", str(paths[robot]),
+                   "--iterations", str(args.iterations), "--duration", str(args.duration),
+                   "--gaits", *gaits]  # fmt: skip
+            running.append((robot, subprocess.Popen(cmd, cwd=ROOT)))
+        time.sleep(1.0)
+        for robot, proc in list(running):
+            if proc.poll() is not None:
+                running.remove((robot, proc))
+                if proc.returncode != 0:
+                    raise SystemExit(f"{robot}: the solve process failed ({proc.returncode})")
+    results = {r: json.loads(paths[r].read_text()) for r in args.robots}
+    command = "python benchmarks/bench_gaits.py " + " ".join(argv or sys.argv[1:])
+    text = render(results, command.strip(), args.iterations, args.duration)
+    from benchmarks.markdown_report import publish
+
+    publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, text)
+    return results
+
+
+if __name__ == "__main__":
+    main()
