@@ -7,9 +7,9 @@ Each (robot, gait) problem comes from `trajopt.gaits.make_problem` at the robot'
 (forward speed; turn: yaw rate), 0.8 s at 20 ms, and is solved by FDDP (single shooting, the
 gait's default start) for a fixed number of iterations. The solution of single shooting is its
 own open-loop rollout under the contact model, so what is checked is what the simulator does.
-Checks (`trajopt.gait_metrics.gait_checks`): average speed within 10 % of the command, no drift, base
-height within [0.75, 1.25] x standing, the contacts agree with the reference pattern on 75 %
-of (knot, foot) pairs, and the gait's own pattern (pairs alternate, a pronk flies, a walk keeps
+Checks (`trajopt.gait_metrics.gait_checks`): average speed within 10 % of the command, no
+drift, base height within [0.75, 1.25] x standing, the contacts agree with the reference
+pattern on 75 % of (knot, foot) pairs, and the gait's own pattern (pairs alternate, a pronk flies, a walk keeps
 three feet down, a stand keeps four).
 
 One process per robot (`--jobs` at a time), each compiling once for all its gaits. Results go
@@ -44,9 +44,7 @@ def command_for(robot: str, gait: str) -> float:
 
 def solve_robot(robot: str, gaits, iterations: int, duration: float) -> dict:
     """Solve and check every gait of `gaits` for `robot`: `{gait: row}`."""
-    import numpy as np
-
-    from trajopt.gait_metrics import average_velocity, gait_checks
+    from trajopt.gait_metrics import average_velocity, solved_gait_checks
     from trajopt.gaits import make_problem
     from trajopt.solve import solve
 
@@ -57,15 +55,7 @@ def solve_robot(robot: str, gaits, iterations: int, duration: float) -> dict:
         start = time.perf_counter()
         traj = solve(problem, max_iterations=iterations, verbose=False)
         seconds = time.perf_counter() - start
-        checks = gait_checks(
-            gait,
-            command,
-            traj.q,
-            traj.force,
-            traj.dt,
-            float(problem.model.q_standing[2]),
-            np.asarray(problem.data.reference.stance),
-        )
+        checks = solved_gait_checks(problem, traj, command)
         velocity = average_velocity(traj.q, traj.dt)
         rows[gait] = {
             "command": command,
@@ -102,7 +92,7 @@ def render(results: dict, command: str, iterations: int, duration: float) -> str
         "Written by `benchmarks/bench_gaits.py`; rerun it to refresh this section.",
         "",
         f"- Command: `{command}`",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores (one process per robot, two at "
         "a time); " + versions("jax", "numpy"),
         f"- Problems: `make_problem(robot, gait, command, duration={duration}, dt=0.02)`, "

@@ -16,7 +16,12 @@ import os
 import numpy as np
 
 import dynamics
-from trajopt.gait_metrics import average_velocity, contact_agreement, contact_flags, gait_checks
+from trajopt.gait_metrics import (
+    average_velocity,
+    contact_agreement,
+    contact_flags,
+    solved_gait_checks,
+)
 from trajopt.gaits import GAITS, make_problem
 from trajopt.solve import solve
 
@@ -50,17 +55,16 @@ def main(argv=None):
             "contact_fraction": contact.round(2).tolist(),
             "pattern_agreement": contact_agreement(traj.force, problem.data.reference.stance),
         }
-        checks = gait_checks(gait, speed, traj.q, traj.force, traj.dt,
-                             float(problem.model.q_standing[2]),
-                             np.asarray(problem.data.reference.stance))  # fmt: skip
+        checks = solved_gait_checks(problem, traj, speed)
         rows[gait]["failed_checks"] = [k for k, (_, _, ok) in checks.items() if not ok]
         r = rows[gait]
+        verdict = "ok" if not r["failed_checks"] else "failed: " + ", ".join(r["failed_checks"])
         print(
             f"{gait:<6} {r['status']:<15} cost {r['cost']:8.4g}  speed {r['speed']:+.3f} m/s  "
             f"yaw rate {r['yaw_rate']:+.2f} rad/s  "
             f"height {r['height'][0]:.3f}-{r['height'][1]:.3f} m  "
             f"contact {r['contact_fraction']}  pattern {r['pattern_agreement']:.2f}  "
-            f"checks {'ok' if not r['failed_checks'] else 'failed: ' + ', '.join(r['failed_checks'])}",
+            f"checks {verdict}",
             flush=True,
         )
     print(f"results saved in {os.path.abspath(args.out)}")

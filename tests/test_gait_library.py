@@ -11,7 +11,7 @@ problems and checks are tabulated by `python benchmarks/bench_gaits.py` (BENCHMA
 import numpy as np
 import pytest
 
-from trajopt.gait_metrics import gait_checks
+from trajopt.gait_metrics import solved_gait_checks
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.solve import solve
 
@@ -28,14 +28,6 @@ def test_gait_reproduces_its_pattern_and_motion(robot, gait):
     problem = make_problem(robot, gait, command, duration=0.8, dt=0.02)
     traj = solve(problem, max_iterations=ITERATIONS, verbose=False)
     assert np.all(np.isfinite(traj.q))
-    checks = gait_checks(
-        gait,
-        command,
-        traj.q,
-        traj.force,
-        traj.dt,
-        float(problem.model.q_standing[2]),
-        np.asarray(problem.data.reference.stance),
-    )
+    checks = solved_gait_checks(problem, traj, command)
     failed = {k: (value, required) for k, (value, required, ok) in checks.items() if not ok}
     assert not failed, f"{robot} {gait}: {failed}"

@@ -148,3 +148,18 @@ def gait_checks(
     checks["pattern agreement"] = (agreement, 0.75, agreement >= 0.75)
     checks.update(pattern_checks(gait, force))
     return checks
+
+
+def solved_gait_checks(problem, traj, command: float, **kwargs) -> dict:
+    """`gait_checks` of a solved gait-library problem (`problem.name` is the gait) and its
+    `Trajectory` `traj`, at the `command` it was solved for."""
+    return gait_checks(
+        problem.name,
+        command,
+        traj.q,
+        traj.force,
+        traj.dt,
+        float(problem.model.q_standing[2]),
+        np.asarray(problem.data.reference.stance),
+        **kwargs,
+    )
