@@ -9,8 +9,8 @@ gait's default start) for a fixed number of iterations. The solution of single s
 own open-loop rollout under the contact model, so what is checked is what the simulator does.
 Checks (`trajopt.gait_metrics.gait_checks`): average speed within 10 % of the command, no
 drift, base height within [0.75, 1.25] x standing, the contacts agree with the reference
-pattern on 75 % of (knot, foot) pairs, and the gait's own pattern (pairs alternate, a pronk flies, a walk keeps
-three feet down, a stand keeps four).
+pattern on 75 % of (knot, foot) pairs, and the gait's own pattern (pairs alternate, a pronk
+flies, a walk keeps three feet down, a stand keeps four).
 
 One process per robot (`--jobs` at a time), each compiling once for all its gaits. Results go
 to `benchmarks/results/gaits_<robot>.json` and the `## Gait library` section of BENCHMARKS.md.
