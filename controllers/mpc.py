@@ -32,7 +32,7 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.gaits import check_gait, default_guess, gait_reference, make_problem
+from trajopt.gaits import check_gait, default_guess, gait_reference, gait_weights, make_problem
 from trajopt.solve import solve
 from trajopt.trajectory import Trajectory
 
@@ -115,6 +115,7 @@ class MPC:
         self.model = self.problem.model
         self.dt = float(dt)
         self.gait = gait
+        self.weight_overrides = dict(problem_options.get("weights") or {})
         self.command = self._check_command(command)
         self.iterations = int(iterations)
         self.warmup_iterations = int(warmup_iterations)
@@ -160,7 +161,10 @@ class MPC:
             State(jnp.asarray(state.q), jnp.asarray(state.v)),
             jnp.asarray(self.last_targets),
         )
-        return pr.replace_data(x0=x0, reference=ref)
+        # the gait's own weights (traced data: a gait change does not recompile)
+        weights = gait_weights(self.model.name, self.gait, self.weight_overrides)
+        weights = {k: jnp.asarray(float(v)) for k, v in weights.items()}
+        return pr.replace_data(x0=x0, reference=ref, weights=weights)
 
     def reset(self, state: State, t: float = 0.0) -> np.ndarray:
         """Start over from `state` at time `t`: solve a first plan with `warmup_iterations`

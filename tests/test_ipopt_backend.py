@@ -178,6 +178,18 @@ def test_casadi_cost_matches_jax():
         assert abs(got - expected) <= 1e-9 * abs(expected), (got, expected)
 
 
+def test_a_spent_time_budget_stops_ipopt_with_that_status():
+    """`solve(..., solver="ipopt", time_budget=...)` hands IPOPT a wall-clock limit; when it
+    is spent the trajectory says so and is still finite (the last iterate, evaluated by JAX)."""
+    pr = _problem("smooth")
+    traj = solve(pr, solver="ipopt", shooting="multiple", time_budget=1e-6, verbose=False)
+    assert traj.status == "time_budget", traj.meta["ipopt_status"]
+    assert traj.meta["ipopt_status"] == "Maximum_WallTime_Exceeded"
+    assert np.all(np.isfinite(traj.q)) and np.isfinite(traj.cost)
+    with pytest.raises(ValueError, match="time_budget"):
+        ipopt.solve_ipopt(pr, None, initial_guess(pr)[1], time_budget=0.0)
+
+
 def test_unsupported_inputs_raise():
     with pytest.raises(NotImplementedError, match="penalty"):
         ipopt.knot_function(_problem("penalty"))

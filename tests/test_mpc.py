@@ -18,7 +18,7 @@ import controllers.mpc as mpc_module
 from controllers.mpc import MPC
 from dynamics.configuration import State
 from trajopt import fddp
-from trajopt.gaits import gait_reference
+from trajopt.gaits import gait_reference, gait_weights
 from trajopt.trajectory import Trajectory
 
 ROBOT = "solo12"
@@ -103,6 +103,9 @@ def test_references_follow_the_command_and_the_gait_phase(scripted, standing):
     ref = scripted.calls[-1]["problem"].data.reference
     pace = gait_reference(mpc.model, "pace", 0.0, mpc.problem.horizon, 0.02, start_time=0.08)
     np.testing.assert_array_equal(np.asarray(ref.stance), np.asarray(pace.stance))
+    # and the pace's own weights (trajopt.gaits.GAITS: load sharing), the trot's before
+    weights = [float(c["problem"].data.weights["contact_force"]) for c in scripted.calls]
+    assert weights[-2:] == [gait_weights(ROBOT, "trot")["contact_force"], 1.0]
     # the structure (what the compiled functions are keyed on) never changed
     keys = {fddp.structure_key(c["problem"]) for c in scripted.calls}
     assert keys == {fddp.structure_key(mpc.problem)}

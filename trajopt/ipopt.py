@@ -506,6 +506,7 @@ def solve_ipopt(
     max_iterations: int = 100,
     verbose: bool = True,
     tolerance: float = 1e-6,
+    time_budget: float | None = None,
     hessian: str = "exact",
     options: dict | None = None,
 ) -> Trajectory:
@@ -515,6 +516,9 @@ def solve_ipopt(
         xs: stacked `KnotState` `(T+1)` (the guess; its first knot is replaced by `x0`), or
             None: the rollout of `us` (the single-shooting start of `solve_fddp`).
         us: `(T, nu)` controls.
+        tolerance: IPOPT's `tol` (its scaled KKT error).
+        time_budget: wall-clock seconds for IPOPT's iterations (`max_wall_time`; building the
+            CasADi functions comes first and is not counted); status "time_budget" when spent.
         hessian: "exact" (CasADi's second derivatives through the unrolled contact solve) or
             "limited-memory" (L-BFGS: cheaper iterations, many more of them). Measured on the
             10-knot solo12 crouch of `tests/test_ipopt_backend.py` (2 cm, 1 core): exact
@@ -565,6 +569,10 @@ def solve_ipopt(
         "ipopt.hessian_approximation": hessian,
         "ipopt.sb": "yes",
     }
+    if time_budget is not None:
+        if not time_budget > 0:
+            raise ValueError(f"time_budget must be positive seconds, got {time_budget}")
+        opts["ipopt.max_wall_time"] = float(time_budget)
     for key, value in (options or {}).items():
         opts[key if "." in key or key == "print_time" else f"ipopt.{key}"] = value
     nlp = {"x": w, "f": objective, "g": g}

@@ -95,7 +95,9 @@ def solve(
 
     `callback(record)` (FDDP) is called after every accepted iteration with its history record
     (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
-    `guess` is the start without `init` (see `initial_guess`).
+    `guess` is the start without `init` (see `initial_guess`). `time_budget` [s] bounds every
+    solver's iterations; `tolerance` is FDDP's and L-BFGS's relative stopping test (IPOPT
+    keeps its own KKT tolerance, `trajopt.ipopt.solve_ipopt(tolerance=...)`).
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -125,7 +127,9 @@ def solve(
 
     # single shooting: IPOPT starts from the rollout of the controls, as FDDP does
     xs_in = xs if shooting == "multiple" else None
-    return solve_ipopt(problem, xs_in, us, max_iterations=max_iterations, verbose=verbose)
+    return solve_ipopt(
+        problem, xs_in, us, max_iterations=max_iterations, time_budget=time_budget, verbose=verbose
+    )
 
 
 def _lbfgs_value_and_grad(fn: fddp.Compiled, shape):
