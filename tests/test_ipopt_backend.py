@@ -178,16 +178,23 @@ def test_casadi_cost_matches_jax():
         assert abs(got - expected) <= 1e-9 * abs(expected), (got, expected)
 
 
-def test_a_spent_time_budget_stops_ipopt_with_that_status():
-    """`solve(..., solver="ipopt", time_budget=...)` hands IPOPT a wall-clock limit; when it
-    is spent the trajectory says so and is still finite (the last iterate, evaluated by JAX)."""
+@allow_rank_promotion  # shares the compiled JAX cost of test_casadi_cost_matches_jax
+def test_a_spent_time_budget_stops_ipopt_with_that_status(monkeypatch):
+    """IPOPT gets a wall-clock limit (`max_wall_time`); when it is spent the trajectory says so
+    and is still finite (the last iterate, evaluated by JAX). `solve(..., solver="ipopt")`
+    hands its `time_budget` on. (L-BFGS Hessian: building the exact one takes ~40 s here.)"""
     pr = _problem("smooth")
-    traj = solve(pr, solver="ipopt", shooting="multiple", time_budget=1e-6, verbose=False)
+    xs, us = initial_guess(pr)
+    traj = ipopt.solve_ipopt(pr, xs, us, time_budget=1e-6, hessian="limited-memory", verbose=False)
     assert traj.status == "time_budget", traj.meta["ipopt_status"]
     assert traj.meta["ipopt_status"] == "Maximum_WallTime_Exceeded"
     assert np.all(np.isfinite(traj.q)) and np.isfinite(traj.cost)
     with pytest.raises(ValueError, match="time_budget"):
-        ipopt.solve_ipopt(pr, None, initial_guess(pr)[1], time_budget=0.0)
+        ipopt.solve_ipopt(pr, xs, us, time_budget=0.0)
+    seen = {}
+    monkeypatch.setattr(ipopt, "solve_ipopt", lambda *a, **kw: seen.update(kw) or traj)
+    assert solve(pr, solver="ipopt", time_budget=2.5, verbose=False) is traj
+    assert seen["time_budget"] == 2.5
 
 
 def test_unsupported_inputs_raise():
