@@ -32,7 +32,14 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.gaits import check_gait, default_guess, gait_reference, gait_weights, make_problem
+from trajopt.gaits import (
+    check_gait,
+    default_guess,
+    gait_reference,
+    gait_weights,
+    make_problem,
+    traced_weights,
+)
 from trajopt.solve import solve
 from trajopt.trajectory import Trajectory
 
@@ -148,6 +155,9 @@ class MPC:
         """Switch the gait pattern from the next cycle on (no recompilation)."""
         check_gait(gait)
         self.gait = gait
+        # the gait's own weights (traced data: no recompilation either)
+        weights = gait_weights(self.model.name, gait, self.weight_overrides)
+        self.problem = self.problem.replace_data(weights=traced_weights(weights))
 
     # ------------------------------------------------------------------ the cycle
     def _problem_at(self, state: State, t: float) -> P.Problem:
@@ -161,10 +171,7 @@ class MPC:
             State(jnp.asarray(state.q), jnp.asarray(state.v)),
             jnp.asarray(self.last_targets),
         )
-        # the gait's own weights (traced data: a gait change does not recompile)
-        weights = gait_weights(self.model.name, self.gait, self.weight_overrides)
-        weights = {k: jnp.asarray(float(v)) for k, v in weights.items()}
-        return pr.replace_data(x0=x0, reference=ref, weights=weights)
+        return pr.replace_data(x0=x0, reference=ref)
 
     def reset(self, state: State, t: float = 0.0) -> np.ndarray:
         """Start over from `state` at time `t`: solve a first plan with `warmup_iterations`

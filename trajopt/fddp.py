@@ -218,6 +218,19 @@ def _to_numpy_tree(tree):
     return jax.tree_util.tree_map(np.asarray, tree)
 
 
+def linearize_all(fn: Compiled, data, xs, us):
+    """Every knot's linearisation, stacked on the host: `(A (T, nx, nx), B (T, nx, nu),
+    r (T, nr), R_x (T, nr, nx), R_u (T, nr, nu), r_T, R_T)`, one jitted call per knot
+    (`benchmarks/bench_linearize.py` measures the batched alternatives)."""
+    T = fn.problem.horizon
+    # slice on the host: indexing a device array dispatches one op per leaf and knot
+    xs_host, us_host = _to_numpy_tree(xs), np.asarray(us)
+    lin = [fn.linearize(data, _index(xs_host, t), us_host[t], t) for t in range(T)]
+    A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
+    rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs_host, T)))
+    return A, B, r, Rx, Ru, rT, RT
+
+
 def _merit(cost, defects):
     return float(cost) + MERIT_DEFECT_WEIGHT * float(np.sum(np.abs(defects)))
 
@@ -266,12 +279,7 @@ def solve_fddp(
         print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10}")
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     for iteration in range(1, max_iterations + 1):
-        T = problem.horizon
-        # slice on the host: indexing a device array dispatches one op per leaf and knot
-        xs_host, us_host = _to_numpy_tree(xs), np.asarray(us)
-        lin = [fn.linearize(data, _index(xs_host, t), us_host[t], t) for t in range(T)]
-        A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
-        rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs_host, T)))
+        A, B, r, Rx, Ru, rT, RT = linearize_all(fn, data, xs, us)
         accepted = False
         first_expected = None  # the model's predicted change at the least regularisation
         out_of_time = False

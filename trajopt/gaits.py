@@ -103,6 +103,12 @@ def gait_weights(robot: str, gait: str, overrides: dict | None = None) -> dict:
     return w
 
 
+def traced_weights(weights: dict) -> dict:
+    """`{term: weight}` as `ProblemData.weights`: float scalars as JAX arrays (traced, so a
+    change of weights, e.g. of gait, reuses the compiled functions)."""
+    return {k: jnp.asarray(float(v)) for k, v in weights.items()}
+
+
 def default_guess(robot: str, gait: str) -> str:
     """The solver's start for a gait-library problem (see `GAITS`, `ROBOT_GAIT_OVERRIDES`)."""
     return gait_spec(robot, gait).guess if gait in GAITS else "kinematic"
@@ -255,7 +261,7 @@ def make_problem(
     data = P.ProblemData(
         x0=P.initial_knot_state(model, initial_state),
         params=params,
-        weights={k: jnp.asarray(float(v)) for k, v in w.items()},
+        weights=traced_weights(w),
         reference=reference,
         # the PD's damping is in the step (params.joint_damping): the controller adds Kp only
         gains=jnp.asarray([kp, 0.0]),
