@@ -5,7 +5,7 @@
 In one run on one machine (medians over repeats):
 
 1. `contact.step` of a quadruped standing on flat ground under the joint PD controller
-   (`controllers.standing_controller`, four feet in contact), for each contact model
+   (`dynamics.actuator.standing_controller`, four feet in contact), for each contact model
    ("hard", "smooth", "penalty") and dtype (float64, float32): one state (a jitted `lax.scan`
    of 500 steps, so the ~6 us jit dispatch does not dominate) and `jax.vmap` over batches of
    1, 256 and 4096 states (a scan of `8192 / batch` steps, clamped to [2, 500]).
@@ -53,7 +53,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import contact  # noqa: E402
 import dynamics  # noqa: E402
-from controllers.pd import default_gains, standing_controller  # noqa: E402
+from dynamics.actuator import default_gains, standing_controller  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import markdown_report  # noqa: E402  (a sibling script module)

@@ -4,13 +4,13 @@ at fixed commands up to 1 m/s, and a 20 s walk in MuJoCo through the hardware in
     python benchmarks/bench_policy.py --policy results/shac_go2/policy.eqx \
         --training results/shac_go2/checkpoints/metrics.json
 
-1. Our simulator (`controllers.training.env`, no randomisation, the policy alone from
+1. Our simulator (`controllers.learning.training.env`, no randomisation, the policy alone from
    `--runs` noisy standing resets per command; `shac.evaluate` with fixed commands): per
    forward command in `--vx` the mean `|v_xy - c_xy|` [m/s] after `--settle` s and the fall
    fraction, once with the contact model it trained with (`smooth`, kappa `--kappa`) and once
    with the `hard` model (no smoothing: the model the smoothing approximates).
 2. MuJoCo (an engine it was not trained in): the policy exported with
-   `controllers.policy_export` and run by `examples/deploy_policy.py` (the NumPy runner,
+   `controllers.learning.policy_export` and run by `examples/deploy_policy.py` (the NumPy runner,
    `PolicyController`, the safety layer, MuJoCo at 500 Hz) for `--mujoco-seconds` per
    command in `--mujoco-vx`: average speed after 1.5 s, lowest base height, safety mode.
 3. With `--training` (a `metrics.json` of `shac.train`): iterations, env steps and wall time.
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HEADING = "## Trained policy (demonstration: controllers/training)"
+HEADING = "## Trained policy (demonstration: controllers/learning/training)"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,9 +38,9 @@ def simulator_rows(policy, args) -> list[dict]:
     import jax
     import numpy as np
 
-    from controllers.policy import CONTROL_DT
-    from controllers.training import shac
-    from controllers.training.env import EnvConfig, Randomization
+    from controllers.learning.policy import CONTROL_DT
+    from controllers.learning.training import shac
+    from controllers.learning.training.env import EnvConfig, Randomization
 
     steps = int(round(args.seconds / CONTROL_DT))
     settle = int(round(args.settle / CONTROL_DT))
@@ -80,9 +80,9 @@ def mujoco_rows(policy, args) -> list[dict]:
     The safety layer's per-event log lines are silenced; its interventions are counted."""
     import logging
 
-    from controllers.policy_export import export_policy
+    from controllers.learning.policy_export import export_policy
 
-    logging.getLogger("controllers.safety").setLevel(logging.ERROR)
+    logging.getLogger("controllers.hardware.safety").setLevel(logging.ERROR)
 
     path = ROOT / "examples" / "deploy_policy.py"
     spec = importlib.util.spec_from_file_location("deploy_policy", path)
@@ -147,10 +147,12 @@ def main(argv=None):
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.policy):
-        parser.error(f"no policy file {args.policy!r} (controllers.policy.save_policy writes one)")
+        parser.error(
+            f"no policy file {args.policy!r} (controllers.learning.policy.save_policy writes one)"
+        )
     sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import cpu_name, publish
-    from controllers.policy import load_policy
+    from controllers.learning.policy import load_policy
 
     policy = load_policy(args.policy)
     print("our simulator:", flush=True)

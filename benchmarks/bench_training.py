@@ -6,11 +6,11 @@
         --yaw-range 0 0 --latency 0 0.5 --push 0.3 --envs 32              # forward walking
 
 Methods, each for `--minutes` of wall time (compilation included, and reported separately):
-  (a) shac-smooth: analytic gradients (`controllers.training.shac`, its defaults: short-horizon
-      return, no critic bootstrap) with the smooth hard-contact model;
+  (a) shac-smooth: analytic gradients (`controllers.learning.training.shac`, its defaults:
+      short-horizon return, no critic bootstrap) with the smooth hard-contact model;
   (b) shac-penalty: the same with the penalty contact model (the other differentiable model);
-  (c) ppo: PPO (`controllers.training.ppo`, zeroth order: no gradient through the simulator),
-      on the smooth model's environment;
+  (c) ppo: PPO (`controllers.learning.training.ppo`, zeroth order: no gradient through the
+      simulator), on the smooth model's environment;
   (d) shac-critic (optional): (a) with the critic's value bootstrapped into the actor loss
       (SHAC proper, `critic_bootstrap=True`).
 All train the same `Policy` network on the same `LocomotionEnv` task (velocity tracking with
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-HEADING = "## Policy training (controllers/training)"
+HEADING = "## Policy training (controllers/learning/training)"
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 
@@ -42,8 +42,8 @@ THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 def _evaluator(env_config, seconds=3.0, n=32):
     import jax
 
-    from controllers.policy import CONTROL_DT
-    from controllers.training import shac
+    from controllers.learning.policy import CONTROL_DT
+    from controllers.learning.training import shac
 
     keys = jax.random.split(jax.random.PRNGKey(1234), n)
     steps = int(round(seconds / CONTROL_DT))
@@ -56,7 +56,7 @@ def _evaluator(env_config, seconds=3.0, n=32):
 
 
 def run_shac(env_config, args, evaluate, critic_bootstrap=False):
-    from controllers.training import shac
+    from controllers.learning.training import shac
 
     config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon,
                              actor_lr=args.lr, critic_bootstrap=critic_bootstrap)  # fmt: skip
@@ -71,7 +71,7 @@ def run_ppo(env_config, args, evaluate):
     import jax
     import optax
 
-    from controllers.training import ppo, shac
+    from controllers.learning.training import ppo, shac
 
     env = shac.make_env(env_config)
     config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps)
@@ -185,7 +185,7 @@ def run_method(name, args):
 
 def task_config(args):
     """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
-    from controllers.training.env import EnvConfig
+    from controllers.learning.training.env import EnvConfig
 
     config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa)
     return config.with_task(args.vx_range, args.vy_range, args.yaw_range, args.latency,

@@ -24,10 +24,10 @@ import numpy as np
 
 from contact import StepParams, flat
 from contact.step import step
+from dynamics.actuator import default_gains, pd_torque
 from dynamics.configuration import State
 
 from .mpc import MPC
-from .pd import default_gains, pd_torque
 
 
 @dataclass

@@ -22,14 +22,14 @@ import numpy as np
 
 from dynamics.configuration import State
 
-from .interface import (
+from .hardware.interface import (
     JointCommand,
     JointMap,
     Measurement,
     VelocityCommand,
     state_from_measurement,
 )
-from .safety import SafetyConfig
+from .hardware.safety import SafetyConfig
 
 
 def measured_state(measurement: Measurement) -> State:

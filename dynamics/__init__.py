@@ -8,6 +8,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+from . import actuator  # noqa: E402  (the joint PD actuator model)
 from .configuration import (  # noqa: E402
     State,
     difference,
@@ -40,6 +41,7 @@ from .model import Model  # noqa: E402
 from .robots import available_robots, load_pinocchio, load_robot  # noqa: E402
 
 __all__ = [
+    "actuator",
     "LOCAL",
     "LOCAL_WORLD_ALIGNED",
     "WORLD",

@@ -4,13 +4,13 @@
     python examples/deploy_network.py --drop 0.1 --corrupt 0.02     # through a lossy link
     python examples/deploy_network.py --controller mpc --velocity 0.5   # MPC trot, lockstep
 
-Starts `python -m controllers.robot_server` (a simulated robot, MuJoCo by default, in real
-time) as a subprocess, connects a `controllers.backends.udp.UdpRobot` to it (optionally
-through a `controllers.faults.UdpFaultProxy` that drops and corrupts datagrams), runs the stand
-controller through the safety layer in wall-clock time (controller thread at `--control-rate`,
-command loop at `--command-rate`), then asks the robot for its counters, shuts it down and
-prints: timing statistics (jitter, overruns, missed ticks), what each side rejected and
-counted, the safety interventions, and the base height. Saves a summary (json).
+Starts `python -m controllers.hardware.robot_server` (a simulated robot, MuJoCo by default, in real
+time) as a subprocess, connects a `controllers.hardware.backends.udp.UdpRobot` to it (optionally
+through a `controllers.hardware.faults.UdpFaultProxy` that drops and corrupts datagrams), runs the
+stand controller through the safety layer in wall-clock time (controller thread at `--control-rate`,
+command loop at `--command-rate`), then asks the robot for its counters, shuts it down and prints:
+timing statistics (jitter, overruns, missed ticks), what each side rejected and counted, the safety
+interventions, and the base height. Saves a summary (json).
 
 `--controller mpc` runs the MPC trot (`controllers.state_feedback.mpc_controller`). Its cycle
 (about 0.15 s per FDDP iteration for Go2 on this CPU, three per cycle) is slower than real
@@ -30,14 +30,14 @@ import logging
 import os
 
 import dynamics
-from controllers import control_loop, robot_server
-from controllers.backends.udp import LockstepUdpRobot, UdpRobot
-from controllers.faults import UdpFaultProxy
-from controllers.interface import JointMap, VelocityCommand
-from controllers.pose import PoseController
-from controllers.safety import SafetyConfig, SafetyLayer
+from controllers.hardware import control_loop, robot_server
+from controllers.hardware.backends.udp import LockstepUdpRobot, UdpRobot
+from controllers.hardware.faults import UdpFaultProxy
+from controllers.hardware.interface import JointMap, VelocityCommand
+from controllers.hardware.pose import PoseController
+from controllers.hardware.safety import SafetyConfig, SafetyLayer
+from controllers.hardware.timing import format_summary
 from controllers.state_feedback import mpc_controller, mpc_safety_config
-from controllers.timing import format_summary
 
 
 def robot_process(robot: str, backend: str, command_timeout: float, startup_timeout=120.0,

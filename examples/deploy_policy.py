@@ -3,14 +3,14 @@
     python examples/deploy_policy.py --policy results/policy_go2 --seconds 5 --velocity 0.5
     python examples/deploy_policy.py --policy results/policy_go2 --runtime onnx
 
-The folder is what `controllers.policy_export.export_policy` writes (weights, conventions, the
-standalone NumPy runner, the ONNX graph). The policy runs with the folder's own NumPy runner
-(`--runtime numpy`, what a robot computer without JAX runs), onnxruntime (`onnx`) or JAX
-(`jax`), inside `PolicyController` at the period it was exported with (`control_dt`), with the
-exported gains; the safety layer and the writes run at `--command-rate` = MuJoCo's rate, in
-simulated time. The robot stands for 0.5 s, then gets `--velocity` forward. Prints timing
-statistics, safety interventions, the average speed and the base heights; saves the loop log
-(npz) and a summary (json).
+The folder is what `controllers.learning.policy_export.export_policy` writes (weights, conventions,
+the standalone NumPy runner, the ONNX graph). The policy runs with the folder's own NumPy runner
+(`--runtime numpy`, what a robot computer without JAX runs), onnxruntime (`onnx`) or JAX (`jax`),
+inside `PolicyController` at the period it was exported with (`control_dt`), with the exported
+gains; the safety layer and the writes run at `--command-rate` = MuJoCo's rate, in simulated time.
+The robot stands for 0.5 s, then gets `--velocity` forward. Prints timing statistics, safety
+interventions, the average speed and the base heights; saves the loop log (npz) and a summary
+(json).
 """
 
 from __future__ import annotations
@@ -23,22 +23,26 @@ import os
 import numpy as np
 
 import dynamics
-from controllers import control_loop
-from controllers.backends.mujoco_sim import MuJoCoRobot
-from controllers.interface import JointMap, VelocityCommand
-from controllers.policy import ACTION_CLIP
-from controllers.policy_adapter import PolicyController
-from controllers.policy_export import load_exported_policy, load_numpy_policy, load_onnx_policy
-from controllers.safety import SafetyConfig, SafetyLayer
-from controllers.timing import format_summary
+from controllers.hardware import control_loop
+from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
+from controllers.hardware.interface import JointMap, VelocityCommand
+from controllers.hardware.safety import SafetyConfig, SafetyLayer
+from controllers.hardware.timing import format_summary
+from controllers.learning.policy import ACTION_CLIP
+from controllers.learning.policy_adapter import PolicyController
+from controllers.learning.policy_export import (
+    load_exported_policy,
+    load_numpy_policy,
+    load_onnx_policy,
+)
 
 STAND_SECONDS = 0.5  # [s] zero velocity command before `--velocity`, as deploy_mujoco's MPC
 HOW_TO_EXPORT = """\
-an exported policy folder is needed (--policy FOLDER). Train a policy (controllers.training;
-examples/distill_policy.py --out results/distill_go2 exports to results/distill_go2/export)
-or export a controllers.policy.Policy yourself:
+an exported policy folder is needed (--policy FOLDER). Train a policy
+(controllers.learning.training; examples/distill_policy.py --out results/distill_go2 exports to
+results/distill_go2/export) or export a controllers.learning.policy.Policy yourself:
 
-    from controllers.policy_export import export_policy
+    from controllers.learning.policy_export import export_policy
     export_policy(policy, "results/policy_go2", robot="go2")
 
 then run: python examples/deploy_policy.py --policy results/policy_go2"""

@@ -9,7 +9,7 @@
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
-alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.policy.
+alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.learning.policy.
 load_policy`), its NumPy/ONNX export (`export/`) and a report (`report.json`).
 """
 
@@ -24,8 +24,8 @@ import jax
 import numpy as np
 
 import dynamics
-from controllers.policy import Policy, save_policy
-from controllers.training import distill
+from controllers.learning.policy import Policy, save_policy
+from controllers.learning.training import distill
 
 
 def _evaluate(policy, plant, commands, seconds):
@@ -69,7 +69,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     save_policy(policy, os.path.join(out, "policy.eqx"))
     data.save(os.path.join(out, "dataset_with_dagger.npz"))
     try:
-        from controllers.policy_export import export_policy
+        from controllers.learning.policy_export import export_policy
     except ImportError:  # the export module is optional here
         export_policy = None
     if export_policy is not None:

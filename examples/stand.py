@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import contact
-import controllers
 import dynamics
+from dynamics.actuator import standing_controller
 
 
 def initial_state(model, slope: float, drop: float) -> dynamics.State:
@@ -42,7 +42,7 @@ def run(
     slope = np.deg2rad(slope_deg)
     params = contact.StepParams(terrain=contact.incline(slope, friction=friction), dt=dt)
     steps = int(round(seconds / dt))
-    controller = controllers.standing_controller(model)
+    controller = standing_controller(model)
     sim = jax.jit(
         lambda p, s: contact.simulate(model, p, s, controller, steps, contact=contact_model)
     )

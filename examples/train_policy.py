@@ -4,13 +4,13 @@
     python examples/train_policy.py --robot go2 --iterations 400 --resume      # continue a run
     python examples/train_policy.py --init results/distill_go2/policy.eqx   # distilled start
 
-Environments: `controllers.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5] m/s,
-yaw rate in [-1, 1] rad/s, domain randomisation of payload, friction, PD gains, latency and
-pushes; `--no-randomization` turns it off). Checkpoints every `--checkpoint-every` iterations
-in `<out>/checkpoints/` with `metrics.json`/`metrics.csv` beside them; `--resume` continues
-from the newest one bit for bit. At the end: the policy (`<out>/policy.eqx`,
-`controllers.policy.load_policy`), its NumPy/ONNX export (`<out>/export/`, if
-`controllers.policy_export` is available) and an evaluation on fixed commands.
+Environments: `controllers.learning.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
+m/s, yaw rate in [-1, 1] rad/s, domain randomisation of payload, friction, PD gains, latency and
+pushes; `--no-randomization` turns it off). Checkpoints every `--checkpoint-every` iterations in
+`<out>/checkpoints/` with `metrics.json`/`metrics.csv` beside them; `--resume` continues from the
+newest one bit for bit. At the end: the policy (`<out>/policy.eqx`,
+`controllers.learning.policy.load_policy`), its NumPy/ONNX export (`<out>/export/`, if
+`controllers.learning.policy_export` is available) and an evaluation on fixed commands.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import time
 import jax
 import numpy as np
 
-from controllers.policy import load_policy, save_policy
-from controllers.training import EnvConfig, Randomization, SHACConfig, evaluate, train
+from controllers.learning.policy import load_policy, save_policy
+from controllers.learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
 
 
 def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out="results/shac",
@@ -73,7 +73,7 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     exported = None
     if export:
         try:
-            from controllers.policy_export import export_policy
+            from controllers.learning.policy_export import export_policy
         except ImportError:
             export_policy = None
         if export_policy is not None:

@@ -12,7 +12,7 @@ pytest.importorskip("mujoco")
 
 from bench_helpers import load_benchmark  # noqa: E402
 
-from controllers.policy import Policy, save_policy  # noqa: E402
+from controllers.learning.policy import Policy, save_policy  # noqa: E402
 
 
 @pytest.mark.slow

@@ -30,8 +30,8 @@ from jax.test_util import check_grads
 
 import dynamics
 from contact import CONTACT_MODELS, Plane, StepParams, compute_foot_contacts, simulate, step
-from controllers import default_gains, pd_torque
 from dynamics import State, free_body
+from dynamics.actuator import default_gains, pd_torque
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)

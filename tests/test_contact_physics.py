@@ -17,9 +17,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import contact
-import controllers
 import dynamics
 from dynamics import State, free_body
+from dynamics.actuator import standing_controller
 
 DT = 0.002
 CHUNK = 250  # steps per compiled call (0.5 s); longer runs loop over chunks
@@ -32,7 +32,7 @@ MOREAU = ("hard", "smooth")  # midpoint time-stepping, impulses from the Coulomb
 @functools.partial(jax.jit, static_argnames=("contact_model", "actuated"))
 def _simulate_chunk(model, params, state, contact_model, actuated):
     if actuated:
-        controller = controllers.standing_controller(model)
+        controller = standing_controller(model)
     else:
         controller = lambda s: jnp.zeros(0)  # noqa: E731  (free bodies: no actuated joint)
     return contact.simulate(model, params, state, controller, CHUNK, contact=contact_model)

@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers.policy import ACTION_SCALE, Policy, observation_from_state, observation_size
-from controllers.training import distill
+from controllers.learning.policy import (
+    ACTION_SCALE,
+    Policy,
+    observation_from_state,
+    observation_size,
+)
+from controllers.learning.training import distill
 from trajopt.trajectory import Trajectory
 
 

@@ -221,8 +221,8 @@ def test_deploy_policy_example(tmp_path, capsys):
     pytest.importorskip("mujoco")
     import jax
 
-    from controllers.policy import Policy
-    from controllers.policy_export import export_policy
+    from controllers.learning.policy import Policy
+    from controllers.learning.policy_export import export_policy
 
     export_policy(Policy.create(jax.random.key(0), nu=12, hidden=(16, 16)), tmp_path / "policy",
                   robot="go2", onnx=False)  # fmt: skip
@@ -254,7 +254,7 @@ def test_distill_policy_example(tmp_path):
     assert np.isfinite(report["after_dagger"]["mean_velocity_error"])
     for name in ("policy.eqx", "report.json", "export/policy.npz", "dataset/dataset.npz"):
         assert (tmp_path / name).exists(), name
-    from controllers.policy import load_policy
+    from controllers.learning.policy import load_policy
 
     obs = np.zeros((1, 12 + 3 * 12), np.float32)
     np.testing.assert_array_equal(load_policy(str(tmp_path / "policy.eqx"))(obs[0]), policy(obs[0]))

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers.backends import wire
-from controllers.interface import (
+from controllers.hardware.backends import wire
+from controllers.hardware.interface import (
     GRAVITY,
     JointCommand,
     JointMap,
@@ -71,7 +71,7 @@ def test_projected_gravity_and_accelerometer_at_rest():
 
 
 def test_mujoco_sensors_equal_the_model_state_mapping(robot_model):
-    from controllers.backends.mujoco_sim import MuJoCoRobot
+    from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
 
     robot = MuJoCoRobot(robot_model, mjcf_options={"floor": False, "joint_limits": False})
     rng = np.random.default_rng(3)
@@ -101,7 +101,7 @@ def test_mujoco_sensors_equal_the_model_state_mapping(robot_model):
 
 
 def test_mujoco_accelerometer_reads_specific_force():
-    from controllers.backends.mujoco_sim import MuJoCoRobot
+    from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
 
     model = dynamics.load_robot("go2")
     # free fall (no floor, no torque): the accelerometer reads zero, as a real one would

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers import control_loop
-from controllers.faults import (
+from controllers.hardware import control_loop
+from controllers.hardware.faults import (
     FaultyController,
     FaultyRobot,
     crash,
@@ -20,15 +20,15 @@ from controllers.faults import (
     no_command,
     offset_targets,
 )
-from controllers.interface import JointCommand, RobotMode, VelocityCommand
-from controllers.policy_adapter import PolicyController
-from controllers.pose import PoseController
-from controllers.safety import Mode, SafetyConfig, SafetyLayer
+from controllers.hardware.interface import JointCommand, RobotMode, VelocityCommand
+from controllers.hardware.pose import PoseController
+from controllers.hardware.safety import Mode, SafetyConfig, SafetyLayer
+from controllers.learning.policy_adapter import PolicyController
 from controllers.state_feedback import StateFeedbackController
 from dynamics.mjcf import q_from_qpos, v_from_qvel
 
 pytest.importorskip("mujoco")
-from controllers.backends.mujoco_sim import MuJoCoRobot  # noqa: E402
+from controllers.hardware.backends.mujoco_sim import MuJoCoRobot  # noqa: E402
 
 DT = 0.002  # command period = MuJoCo step [s]
 UP = 0.30  # [m] Go2's base above this: standing (it settles at 0.326)
@@ -201,7 +201,7 @@ def test_a_policy_plugs_in():
     result = run(robot, PolicyController(policy, robot.joint_map), duration=1.5,
                  command_source=source)  # fmt: skip
     obs = np.array(seen)
-    assert obs.shape[1] == 12 + 3 * 12  # the layout of controllers.policy
+    assert obs.shape[1] == 12 + 3 * 12  # the layout of controllers.learning.policy
     np.testing.assert_allclose(obs[-1, 9:12], [0.3, 0.0, 0.1])
     np.testing.assert_allclose(obs[1, 9:12], 0.0)
     np.testing.assert_allclose(obs[-1, 6:9], [0, 0, -1], atol=0.02)  # projected gravity, level

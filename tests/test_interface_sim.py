@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers import control_loop
-from controllers.backends.jax_sim import SimRobot
-from controllers.faults import FaultyRobot
-from controllers.interface import GRAVITY, RobotMode, SimulatedRobot
-from controllers.pose import PoseController
-from controllers.safety import Mode, SafetyLayer
+from controllers.hardware import control_loop
+from controllers.hardware.backends.jax_sim import SimRobot
+from controllers.hardware.faults import FaultyRobot
+from controllers.hardware.interface import GRAVITY, RobotMode, SimulatedRobot
+from controllers.hardware.pose import PoseController
+from controllers.hardware.safety import Mode, SafetyLayer
 
 pytest.importorskip("mujoco")
 
@@ -42,7 +42,7 @@ def run_backend(backend: str):
     if backend == "sim":
         robot = SimRobot(go2(), contact="hard")
     else:
-        from controllers.backends.mujoco_sim import MuJoCoRobot
+        from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
 
         robot = MuJoCoRobot(go2())
     return robot, stand(robot, 2.0)

@@ -207,10 +207,10 @@ def test_the_same_mpc_walks_on_mujoco_through_the_interface_for_5_s():
     30 rad/s on every joint (the default, the joints' velocity limits, holds Go2's calves to
     15.7 rad/s, which the planned swing exceeds). Measured: 0.502 m/s after 1.5 s."""
     import dynamics
-    from controllers import control_loop
-    from controllers.backends.mujoco_sim import MuJoCoRobot
-    from controllers.interface import VelocityCommand
-    from controllers.safety import SafetyLayer
+    from controllers.hardware import control_loop
+    from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
+    from controllers.hardware.interface import VelocityCommand
+    from controllers.hardware.safety import SafetyLayer
     from controllers.state_feedback import mpc_controller, mpc_safety_config
 
     model = dynamics.load_robot("go2")

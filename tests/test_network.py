@@ -1,4 +1,4 @@
-"""The UDP transport: a robot process (`python -m controllers.robot_server`, MuJoCo Go2) on
+"""The UDP transport: a robot process (`python -m controllers.hardware.robot_server`, MuJoCo Go2) on
 loopback, the controller's side (`UdpRobot`), and what each rejects, counts and never applies.
 
 These run in wall-clock time on a shared machine, so the stand tests use tolerant timeouts
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers import control_loop, robot_server
-from controllers.backends import wire
-from controllers.backends.mujoco_sim import MuJoCoRobot
-from controllers.backends.udp import LockstepUdpRobot, UdpRobot
-from controllers.faults import FaultyController, UdpFaultProxy, stall
-from controllers.interface import JointCommand, JointMap, RobotMode, measurement_from_state
-from controllers.pose import PoseController
-from controllers.safety import Mode, SafetyConfig, SafetyLayer
+from controllers.hardware import control_loop, robot_server
+from controllers.hardware.backends import wire
+from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
+from controllers.hardware.backends.udp import LockstepUdpRobot, UdpRobot
+from controllers.hardware.faults import FaultyController, UdpFaultProxy, stall
+from controllers.hardware.interface import JointCommand, JointMap, RobotMode, measurement_from_state
+from controllers.hardware.pose import PoseController
+from controllers.hardware.safety import Mode, SafetyConfig, SafetyLayer
 
 pytest.importorskip("mujoco")
 
@@ -37,7 +37,8 @@ def joint_map():
 
 
 def robot_process(*args, startup_timeout=60.0):
-    """A `controllers.robot_server` subprocess; yields `(process, port)`; always stopped."""
+    """A `controllers.hardware.robot_server` subprocess; yields `(process, port)`; always
+    stopped."""
     args = ["--robot", "go2", "--max-lifetime", "60", *args]
     return robot_server.spawn(args, startup_timeout=startup_timeout, stderr=subprocess.DEVNULL)
 

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from controllers.policy import Policy, observation_size
-from controllers.policy_export import (
+from controllers.learning.policy import Policy, observation_size
+from controllers.learning.policy_export import (
     PolicyFileError,
     export_policy,
     load_exported_policy,
@@ -152,7 +152,7 @@ def test_the_runner_runs_with_numpy_alone(exported, observations, jax_actions, t
 
 # --------------------------------------------------------------------------- bad inputs
 def test_export_rejects_bad_inputs(policy, tmp_path):
-    with pytest.raises(TypeError, match="takes a controllers.policy.Policy"):
+    with pytest.raises(TypeError, match="takes a controllers.learning.policy.Policy"):
         export_policy(policy.mlp, tmp_path, robot="go2")
     (tmp_path / "a_file").write_text("")
     with pytest.raises(NotADirectoryError, match="a_file exists and is not a folder"):

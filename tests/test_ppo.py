@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from controllers.policy import observation_size
-from controllers.training.ppo import PPOConfig, gae, train_ppo
+from controllers.learning.policy import observation_size
+from controllers.learning.training.ppo import PPOConfig, gae, train_ppo
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import dynamics
-from controllers.interface import JointCommand, JointMap, RobotMode, measurement_from_state
-from controllers.motor import MotorDriver
-from controllers.safety import (
+from controllers.hardware.interface import JointCommand, JointMap, RobotMode, measurement_from_state
+from controllers.hardware.motor import MotorDriver
+from controllers.hardware.safety import (
     Mode,
     SafetyConfig,
     SafetyLayer,
@@ -226,7 +226,7 @@ def test_robot_side_damping_is_followed_and_estop_latches(joint_map, q_stand):
 def test_events_merge_over_ticks_and_are_logged(joint_map, q_stand, caplog):
     safety, t = started(joint_map, q_stand)
     nan = stand_command(joint_map, q_target=np.full(12, np.nan))
-    with caplog.at_level(logging.WARNING, logger="controllers.safety"):
+    with caplog.at_level(logging.WARNING, logger="controllers.hardware.safety"):
         for _ in range(5):
             safety.observe(t, measure(q_stand, t))
             safety.command(t, nan)

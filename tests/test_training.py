@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from controllers.policy import CONTROL_DT, Policy, observation_size
-from controllers.training import (
+from controllers.learning.policy import CONTROL_DT, Policy, observation_size
+from controllers.learning.training import (
     EnvConfig,
     SHACConfig,
     checkpoint,
@@ -26,7 +26,7 @@ from controllers.training import (
     shac,
     train,
 )
-from controllers.training.env import LocomotionEnv, Randomization
+from controllers.learning.training.env import LocomotionEnv, Randomization
 
 ENV = EnvConfig(robot="solo12")
 CONFIG = SHACConfig(env=ENV, num_envs=8, horizon=8, critic_iterations=4, fast_compile=True)

@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from contact import StepParams, flat
-from controllers.pd import default_gains
 from dynamics import load_robot
+from dynamics.actuator import default_gains
 from dynamics.configuration import State
 
 from . import problem as P

@@ -43,7 +43,7 @@ import numpy as np
 from contact import StepParams, signed_distance
 from contact import step as contact_step
 from contact.foot_contacts import compute_foot_contacts
-from controllers.pd import pd_torque
+from dynamics.actuator import pd_torque
 from dynamics.configuration import State, difference, integrate
 from dynamics.model import Model
 

@@ -13,7 +13,7 @@ Each control tick (the loop's command rate) it is called twice, in order:
 
 Checks, in order, each one an *intervention* recorded in `safety.events` (a structured list,
 consecutive ticks of the same kind merged into one event with a count) and logged through
-Python `logging` (logger "controllers.safety") when it starts:
+Python `logging` (logger "controllers.hardware.safety") when it starts:
 
 Measurements (`observe`):
 - `measurement_missing`: `read()` gave nothing yet.
@@ -47,7 +47,7 @@ Also recorded: `controller_error` (the loop caught an exception from the control
 
 DAMPING and ESTOP send `Kp = 0`, `Kd = damping_kd`, `qd* = 0`, `tau_ff = 0`: the legs yield
 slowly under the robot's weight instead of collapsing or holding a possibly wrong target.
-The default `damping_kd` is the standing Kd (`controllers.pd.DEFAULT_GAINS`), stable with the
+The default `damping_kd` is the standing Kd (`dynamics.actuator.DEFAULT_GAINS`), stable with the
 explicit PD at 2 ms on every robot; Go2 then sits down from its stance at up to ~1 m/s in
 MuJoCo (0.64 m/s with Kd 4; Kd 6 and more excite the light calves at 2 ms).
 """

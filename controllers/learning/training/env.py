@@ -5,7 +5,7 @@
     state, obs, reward, done, info = env.step(state, action)
 
 One policy step (`CONTROL_DT` = 20 ms) is `decimation = CONTROL_DT / sim_dt` physics steps of
-`contact.step` under the joint PD toward the held targets of `controllers.policy`:
+`contact.step` under the joint PD toward the held targets of `controllers.learning.policy`:
 
     a_applied = (1 - latency) a_t + latency a_{t-1}          (latency in [0, 1]: 0 or 1 step, blend)
     q*        = joint_targets(a_applied, q_default)
@@ -59,10 +59,10 @@ import numpy as np
 from contact import StepParams, flat
 from contact.step import step as contact_step
 from dynamics import spatial
+from dynamics.actuator import default_gains, pd_torque
 from dynamics.backend import JaxOps
 from dynamics.configuration import State
 
-from ..pd import default_gains, pd_torque
 from ..policy import CONTROL_DT, joint_targets, observation_from_state, projected_gravity
 
 
@@ -99,7 +99,7 @@ class Randomization:
     payload: mass added to the base, as a fraction of the robot's total mass (negative:
         lighter; the default -0.05..0.15 is -0.8..2.4 kg on Go2, -0.13..0.38 kg on Solo12).
     friction: ground Coulomb coefficient.
-    kp_scale, kd_scale: factors on the robot's standing PD gains (`controllers.pd`).
+    kp_scale, kd_scale: factors on the robot's standing PD gains (`dynamics.actuator`).
     latency: blend between this step's and the previous step's action (0: none, 1: one
         control step of delay).
     push_velocity: largest base-velocity kick [m/s] (world xy; each environment draws its own
@@ -139,7 +139,7 @@ class EnvConfig:
     min_height_fraction: fell below this fraction of the standing base height; max_tilt [rad].
     init_joint_noise [rad], init_velocity_noise [m/s, rad/s]: reset perturbations.
     safety_limits: apply the deployment safety layer's target limits in the actuator, as
-    `controllers.safety.SafetyLayer` does on the robot with its defaults: targets clipped
+    `controllers.hardware.safety.SafetyLayer` does on the robot with its defaults: targets clipped
     into the joint position limits, and each physics step's target within
     `velocity_limit * sim_dt` of the previous one (its target rate limit). Without them a
     policy learns target jumps the robot's safety layer then rate-limits every tick.
@@ -358,7 +358,8 @@ class LocomotionEnv:
 
     # ------------------------------------------------------------------ observation
     def observe(self, state: EnvState):
-        """The policy observation `(12 + 3 nu,)` (`controllers.policy.observation_from_state`)."""
+        """The policy observation `(12 + 3 nu,)`
+        (`controllers.learning.policy.observation_from_state`)."""
         return observation_from_state(
             state.sim.q, state.sim.v, state.command, state.last_action, self.q_default
         )

@@ -53,7 +53,7 @@ def _fsync_folder(folder: str) -> None:
 def write_tree(path: str, tree, header: dict) -> None:
     """`header` as one JSON line, then `eqx.tree_serialise_leaves(tree)`, atomically: a
     temporary file in the same folder, flushed and fsync'ed, `os.replace`d over `path`, and
-    the folder fsync'ed (the file format of checkpoints and of `controllers.policy`)."""
+    the folder fsync'ed (the file format of checkpoints and of `controllers.learning.policy`)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"

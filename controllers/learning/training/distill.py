@@ -6,7 +6,7 @@
 
 1. A dataset of (observation, action) pairs from solved trajectory problems over a grid of
    velocity commands `(vx, vy, yaw_rate)` and gaits (`trajopt.gaits.make_problem`, the command
-   set in the references of every knot): at knot k, the observation of `controllers.policy`
+   set in the references of every knot): at knot k, the observation of `controllers.learning.policy`
    at the knot state `x_k` with the command and the previous knot's action, and the action
    `a_k = (u_k - q_default) / ACTION_SCALE`, the PD targets `u_k` the optimiser chose for the
    next `CONTROL_DT` (the knot duration equals the policy period). Every solve is saved
@@ -262,10 +262,9 @@ class Plant:
     def parts(self):
         """`(model, params, advance, kp, q_default)`; `advance(params, state, targets, kp)`."""
         from contact import StepParams, flat
+        from controllers.closed_loop import _advance
         from dynamics import load_robot
-
-        from ..closed_loop import _advance
-        from ..pd import default_gains
+        from dynamics.actuator import default_gains
 
         model = load_robot(self.robot)
         kp, kd = default_gains(model)
@@ -361,9 +360,9 @@ def dagger(
     imitation loss of the policy on the round's new samples before retraining (how far its own
     states are from the expert's choice), the loss after, and the closed-loop tracking error of
     the policy alone (`evaluate_policy`) after retraining."""
+    from controllers.mpc import MPC
     from dynamics.configuration import State
 
-    from ..mpc import MPC
     from ..policy import joint_targets
 
     model, params, advance, kp, q_default = plant.parts()

@@ -1,6 +1,6 @@
 """What the simulated robots share: a step clock and the motor drivers behind `write`.
 
-A subclass sets `dt` [s] (its physics step), `driver` (`controllers.motor.MotorDriver`),
+A subclass sets `dt` [s] (its physics step), `driver` (`controllers.hardware.motor.MotorDriver`),
 `steps = 0` and `sequence = 0`, and implements `read` and `advance`.
 """
 

@@ -1,11 +1,12 @@
 """A simulated robot behind the UDP interface: the robot-side process for tests on loopback.
 
-    python -m controllers.robot_server --robot go2 --backend mujoco --port 0 --max-lifetime 60
+    python -m controllers.hardware.robot_server --robot go2 --backend mujoco --port 0 \
+        --max-lifetime 60
 
 Prints one JSON line `{"ready": true, "port": ..., ...}` on stdout once it serves (port 0 picks
 a free port), then runs the simulation in real time: every physics step (`--backend mujoco`:
 MuJoCo at its `timestep`; `--backend sim`: this project's `contact.step`) the drivers' PD
-(`controllers.motor.MotorDriver`) acts on the latest accepted command, and a MEASUREMENT is
+(`controllers.hardware.motor.MotorDriver`) acts on the latest accepted command, and a MEASUREMENT is
 sent to every subscribed controller each `--measurement-every` steps. Simulated time follows
 the wall clock; when the process falls behind it catches up with bursts of at most
 `MAX_CATCH_UP` steps and counts the late ticks as `overruns`. Simulated time starts when the
@@ -17,7 +18,7 @@ publishing measurements as above and always one at T. A controller slower than r
 (an MPC on this CPU) then drives the robot over the same transport, checks and drivers as a
 real-time one, deterministically; `backends.udp.LockstepUdpRobot` is its client end.
 
-Incoming datagrams (layout: `controllers.backends.wire`) are checked in this order, and
+Incoming datagrams (layout: `controllers.hardware.backends.wire`) are checked in this order, and
 rejected ones are counted and never applied: layout errors (truncated, bad length, magic,
 version, CRC, type), joint count, then per sender: sequence (out of order), command age
 (`--max-command-age` on the robot clock: stale), then the drivers' own checks (non-finite,
@@ -257,12 +258,12 @@ def make_robot(robot: str, backend: str, timestep: float = 0.002, **driver):
 
 @contextlib.contextmanager
 def spawn(args=(), *, startup_timeout: float = 60.0, stderr=None):
-    """Start `python -m controllers.robot_server *args` and wait for its ready line; yields
+    """Start `python -m controllers.hardware.robot_server *args` and wait for its ready line; yields
     `(process, port)`. The process is always stopped (terminate, then kill) on exit.
 
     Raises `TimeoutError` when no ready line arrives within `startup_timeout` [s]."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cmd = [sys.executable, "-m", "controllers.robot_server", *args]
+    cmd = [sys.executable, "-m", "controllers.hardware.robot_server", *args]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)

@@ -17,13 +17,13 @@ Observation `(12 + 3 nu,)`, everything in the base frame where it is a vector:
 
 Action `(nu,)`: joint position offsets, `q* = q_default + action_scale * action` (clipped to
 `[-ACTION_CLIP, ACTION_CLIP]` before scaling), `qd* = 0`, `tau_ff = 0`, the robot's standing
-gains `controllers.pd.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
+gains `dynamics.actuator.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
 (50 Hz), the PD at every physics step (200 Hz in the training environment
-`controllers.training.env`, the drivers' rate on MuJoCo or a robot).
+`controllers.learning.training.env`, the drivers' rate on MuJoCo or a robot).
 
 The same function builds the observation from a simulated `State` (training, JAX, vmap-able)
-and from a `Measurement` (`controllers.policy_adapter.observation`, deployment, NumPy); a test
-checks that they agree.
+and from a `Measurement` (`controllers.learning.policy_adapter.observation`, deployment, NumPy);
+a test checks that they agree.
 
 The network: `observation -> clip((obs - mean) / std, +-5) -> MLP (ELU) -> action`, with the
 normalisation statistics stored in the policy (`Normalizer`, updated from the training data,
@@ -140,11 +140,13 @@ class Policy(eqx.Module):
 
 def save_policy(policy: Policy, path: str) -> None:
     """Write `policy` to `path` (equinox leaves, preceded by a one-line JSON header with the
-    architecture), atomically (`controllers.training.checkpoint.write_tree`)."""
+    architecture), atomically (`controllers.learning.training.checkpoint.write_tree`)."""
     from .training.checkpoint import write_tree
 
     if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a controllers.policy.Policy, got {type(policy).__name__}")
+        raise TypeError(
+            f"policy must be a controllers.learning.policy.Policy, got {type(policy).__name__}"
+        )
     header = {"nu": policy.nu, "hidden": [policy.mlp.width_size] * policy.mlp.depth,
               "dtype": str(policy.normalizer.mean.dtype)}  # fmt: skip
     write_tree(path, policy, header)

@@ -1,4 +1,4 @@
-"""Export a trained `controllers.policy.Policy` for deployment: NumPy weights, a standalone
+"""Export a trained `controllers.learning.policy.Policy` for deployment: NumPy weights, a standalone
 NumPy runner, an ONNX graph, and the conventions they run with.
 
     paths = export_policy(policy, "results/policy_go2", robot="go2")
@@ -6,8 +6,8 @@ NumPy runner, an ONNX graph, and the conventions they run with.
     onnx_policy = load_onnx_policy("results/policy_go2")        # onnxruntime
     policy = load_exported_policy("results/policy_go2")         # the equinox Policy again
 
-(`controllers.policy.save_policy`/`load_policy` are the training checkpoints, one equinox file;
-this module writes what deployment reads.)
+(`controllers.learning.policy.save_policy`/`load_policy` are the training checkpoints, one
+equinox file; this module writes what deployment reads.)
 
 The folder then holds
 
@@ -18,7 +18,7 @@ The folder then holds
                      order (`JointMap.from_model`), q_default [rad], kp [N m/rad], kd [N m s/rad],
                      the observation layout, and the SHA-256 of policy.npz
     numpy_policy.py  `NumpyPolicy.load(folder)`: the runner (a copy of
-                     `controllers/numpy_policy_runner.py`, which imports only NumPy)
+                     `controllers/learning/numpy_policy_runner.py`, which imports only NumPy)
     policy.onnx      (optional) input "observation" `[batch, n_obs]` float32, output "action"
                      `[batch, nu]`: Sub, Div, Clip, then Gemm and Elu per layer; the
                      conventions are also in its metadata ("diffloco_policy")
@@ -42,8 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import dynamics
+from controllers.hardware.interface import JointMap
 
-from .interface import JointMap
 from .numpy_policy_runner import (
     CONFIG_FILE,
     FORMAT,
@@ -93,7 +93,9 @@ OBSERVATION_LAYOUT = (
 def _check_policy(policy) -> None:
     """Raises TypeError/ValueError for anything the runners would not compute exactly."""
     if not isinstance(policy, Policy):
-        raise TypeError(f"export_policy takes a controllers.policy.Policy, got {type(policy)}")
+        raise TypeError(
+            f"export_policy takes a controllers.learning.policy.Policy, got {type(policy)}"
+        )
     mlp = policy.mlp
     if mlp.activation is not jax.nn.elu:
         raise ValueError(f"the runners implement ELU hidden activations, got {mlp.activation}")
@@ -105,7 +107,7 @@ def _check_policy(policy) -> None:
     if mlp.in_size != observation_size(policy.nu):
         raise ValueError(
             f"the policy takes {mlp.in_size} inputs; the observation of nu = {policy.nu} joints "
-            f"has {observation_size(policy.nu)} (controllers.policy.observation_size)"
+            f"has {observation_size(policy.nu)} (controllers.learning.policy.observation_size)"
         )
 
 
@@ -215,7 +217,7 @@ def onnx_model(arrays: dict, config: dict):
         graph,
         opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
         ir_version=ONNX_IR_VERSION,
-        producer_name="diffloco.controllers.policy_export",
+        producer_name="diffloco.controllers.learning.policy_export",
         doc_string="observation (12 + 3 nu) -> action (nu); conventions in metadata",
     )
     helper.set_model_props(model, {"diffloco_policy": json.dumps(config)})
@@ -253,7 +255,7 @@ def export_policy(policy: Policy, folder, *, robot: str, onnx: bool = True) -> d
     """Write `policy` into `folder` (created if needed; see the module docstring).
 
     Args:
-        policy: a `controllers.policy.Policy` (ELU MLP, linear last layer).
+        policy: a `controllers.learning.policy.Policy` (ELU MLP, linear last layer).
         folder: the output folder; existing export files in it are replaced (and an earlier
             policy.onnx removed when onnx=False).
         robot: the robot it controls (`dynamics.load_robot` name or URDF path): joint names,
@@ -351,7 +353,7 @@ def load_onnx_policy(folder) -> OnnxPolicy:
 
 
 def load_exported_policy(folder, dtype=jnp.float32) -> Policy:
-    """The exported policy as a `controllers.policy.Policy` of `dtype` (read through
+    """The exported policy as a `controllers.learning.policy.Policy` of `dtype` (read through
     `NumpyPolicy.load`, so with the same checks)."""
     exported = NumpyPolicy.load(os.fspath(folder))
     config = exported.config

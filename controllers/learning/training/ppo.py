@@ -15,7 +15,7 @@ with a learned value function (bootstrapped at the rollout's end and cut at term
 with global-norm gradient clipping. The observation normaliser inside the policy is updated from
 each rollout (before the update, so old and new log-probabilities use the same statistics).
 
-The environment is duck-typed, the shape of `controllers.training.env`:
+The environment is duck-typed, the shape of `controllers.learning.training.env`:
 `env.reset(key) -> state`, `env.step(state, action) -> (state, obs, reward, done, info)`,
 `env.observe(state) -> obs`, `env.nu`; `info["tracking_error"]` (m/s) is reported if present.
 """

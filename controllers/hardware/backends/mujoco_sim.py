@@ -9,9 +9,9 @@ base origin with the base's axes, carrying MuJoCo's `framequat`, `gyro`, `accele
 `velocimeter` and `framepos` sensors, and `jointpos`/`jointvel`/`actuatorfrc` sensors on every
 actuated joint. Measurements are read from those sensors (after `mj_forward`, so they belong
 to the current state), not from `qpos`/`qvel`: a test compares them with the model's own state
-mapping, which checks the conventions of `controllers.interface` against MuJoCo's.
+mapping, which checks the conventions of `controllers.hardware.interface` against MuJoCo's.
 
-The drivers' PD (`controllers.motor.MotorDriver`) runs at every MuJoCo step (`timestep`) on
+The drivers' PD (`controllers.hardware.motor.MotorDriver`) runs at every MuJoCo step (`timestep`) on
 the joint positions and velocities, its torque written to `ctrl`.
 """
 

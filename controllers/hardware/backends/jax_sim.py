@@ -4,7 +4,7 @@
     robot.write(command); robot.advance(0.02); measurement = robot.read()
 
 The PD runs inside the simulation at the physics rate (`params.dt`, 2 ms by default), on the
-last accepted command, like a robot's motor drivers (`controllers.motor.MotorDriver`, whose
+last accepted command, like a robot's motor drivers (`controllers.hardware.motor.MotorDriver`, whose
 watchdog is checked at every physics step: a chunk of steps is cut at its deadline). Between
 watchdog events a command is held constant, so each `advance` is one jitted `fori_loop` over
 `contact.step` (compiled once per robot structure and contact model, shared by all instances).
@@ -23,12 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import contact as contact_lib
+from dynamics.actuator import pd_torque
 from dynamics.configuration import State
 from dynamics.model import Model
 
 from ..interface import GRAVITY, JointCommand, JointMap, Measurement, rotation_from_quat
 from ..motor import MotorDriver
-from ..pd import pd_torque
 from ..safety import TIME_EPS
 from .driven import DrivenRobot
 

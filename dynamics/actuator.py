@@ -1,4 +1,5 @@
-"""Joint PD control with torque limits (the actuator model shared by simulation and hardware).
+"""The joint PD actuator model with torque limits, shared by simulation, trajectory optimisation
+and hardware (the drivers' PD).
 
     tau = clip(Kp (q* - q) + Kd (qd* - qd) + tau_ff, -tau_max, tau_max)
 

@@ -3,7 +3,7 @@
     robot = UdpRobot(("127.0.0.1", port), joint_map)     # subscribes, waits for a measurement
     m = robot.read(); robot.write(command); robot.close()
 
-Message layout: `controllers.backends.wire` (versioned, CRC32-checked). `read()` drains the
+Message layout: `controllers.hardware.backends.wire` (versioned, CRC32-checked). `read()` drains the
 socket without blocking and returns the newest valid measurement; every datagram that is
 malformed, truncated, of another version or joint count, out of order (sequence not above the
 last accepted) or stale (estimated age above `max_measurement_age`, see `wire.ClockOffset`)
@@ -177,8 +177,9 @@ class UdpRobot:
 
 
 class LockstepUdpRobot(UdpRobot):
-    """The controller's end of a lockstep link (`python -m controllers.robot_server --lockstep`):
-    a `SimulatedRobot` over UDP, so `control_loop.run` drives it in simulated time.
+    """The controller's end of a lockstep link
+    (`python -m controllers.hardware.robot_server --lockstep`): a `SimulatedRobot` over UDP, so
+    `control_loop.run` drives it in simulated time.
 
     `advance(duration)` sends STEP (simulate up to `now() + duration`) and waits for the
     measurement stamped at that time, re-sending the STEP every `resend_every` [s] (STEP is

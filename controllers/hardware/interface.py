@@ -11,7 +11,7 @@ and the motor drivers on the robot apply, at their own (fast) rate and until the
 
     tau = clip(Kp (q* - q) + Kd (qd* - qd) + tau_ff, -tau_max, tau_max)          [N m]
 
-(`controllers.motor.MotorDriver` is that driver for the simulated robots). A controller (a
+(`controllers.hardware.motor.MotorDriver` is that driver for the simulated robots). A controller (a
 fixed pose, a neural policy, MPC) implements `Controller`:
 
     controller.reset(measurement)                       # before the loop starts (compile here)
@@ -19,8 +19,8 @@ fixed pose, a neural policy, MPC) implements `Controller`:
 
 where `t` [s] is the time since the loop started and `velocity` the operator's
 `VelocityCommand`, which may change at every call (a joystick, a script). The control loop
-(`controllers.control_loop`) calls the controller at its rate and passes every command through
-the safety layer (`controllers.safety`) before `robot.write`.
+(`controllers.hardware.control_loop`) calls the controller at its rate and passes every command
+through the safety layer (`controllers.hardware.safety`) before `robot.write`.
 
 Conventions (the robot model's, `dynamics.Model`; `JointMap.describe()` prints them):
 
@@ -102,7 +102,7 @@ class JointMap:
     q_index, v_index: index of each joint in the model's `q` and `v`.
     lower, upper: position limits [rad]; velocity_limit [rad/s]; effort_limit [N m].
     q_default: the standing pose's joint angles [rad].
-    kp_default, kd_default: standing PD gains (`controllers.pd.default_gains`).
+    kp_default, kd_default: standing PD gains (`dynamics.actuator.default_gains`).
     """
 
     robot: str
@@ -123,8 +123,9 @@ class JointMap:
 
     @classmethod
     def from_model(cls, model, kp=None, kd=None) -> JointMap:
-        """The joint map of a `dynamics.Model`; gains default to `controllers.pd.default_gains`."""
-        from .pd import default_gains
+        """The joint map of a `dynamics.Model`; gains default to
+        `dynamics.actuator.default_gains`."""
+        from dynamics.actuator import default_gains
 
         nu = model.nu
         nq_base, nv_base = model.nq - nu, model.nv - nu

@@ -1,11 +1,12 @@
-"""A neural policy as a `Controller`: the observation of `controllers.policy` in, joint position
-offsets out.
+"""A neural policy as a `Controller`: the observation of `controllers.learning.policy` in, joint
+position offsets out.
 
     controller = PolicyController(policy, joint_map)
 
 `policy(observation) -> action` is any callable on NumPy arrays (a jitted JAX/equinox policy,
-an ONNX session wrapper, `controllers.policy_export.NumpyPolicy`). The observation layout,
-action scaling, rates and gains are defined once, in `controllers.policy` (see its docstring):
+an ONNX session wrapper, `controllers.learning.policy_export.NumpyPolicy`). The observation
+layout, action scaling, rates and gains are defined once, in `controllers.learning.policy` (see
+its docstring):
 
     observation (12 + 3 nu,) = [ base_linear_velocity (3), base_angular_velocity (3),
                                  projected_gravity (3), velocity_command (3),
@@ -22,14 +23,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .interface import JointCommand, JointMap, Measurement, VelocityCommand
+from controllers.hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
+
 from .policy import ACTION_CLIP, ACTION_SCALE
 
 
 def observation(
     measurement: Measurement, command: VelocityCommand, last_action, joint_map: JointMap
 ) -> np.ndarray:
-    """The observation vector `(12 + 3 nu,)` of `controllers.policy` from a measurement.
+    """The observation vector `(12 + 3 nu,)` of `controllers.learning.policy` from a measurement.
 
     Raises ValueError when the measurement has no base linear velocity."""
     m = measurement

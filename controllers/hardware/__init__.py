@@ -1,0 +1,40 @@
+"""The hardware control interface: what runs between a controller and a robot.
+
+- `interface`: `Measurement`, `JointCommand`, `VelocityCommand`, `JointMap` (conventions), the
+  `RobotInterface` and `Controller` protocols. `pose.PoseController`: a fixed pose.
+- `safety.SafetyLayer`: limits, NaN guard, rate limits, watchdogs to damping, soft start, e-stop.
+- `control_loop.run`: controller rate, command rate, timing statistics (`timing`); simulated or
+  wall clock.
+- `motor.MotorDriver`: the robot side (drivers' PD and watchdog) of the simulated robots.
+- `backends`: `jax_sim.SimRobot`, `mujoco_sim.MuJoCoRobot`, `udp.UdpRobot` (+ `wire` layout);
+  `robot_server`: a simulated robot process behind UDP (`python -m
+  controllers.hardware.robot_server`). `faults`: fault injection.
+
+May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
+`controllers.learning`: controllers plug in through the `Controller` protocol.
+"""
+
+from .interface import (
+    Controller,
+    JointCommand,
+    JointMap,
+    Measurement,
+    RobotInterface,
+    RobotMode,
+    VelocityCommand,
+)
+from .pose import PoseController
+from .safety import SafetyConfig, SafetyLayer
+
+__all__ = [
+    "Controller",
+    "JointCommand",
+    "JointMap",
+    "Measurement",
+    "PoseController",
+    "RobotInterface",
+    "RobotMode",
+    "SafetyConfig",
+    "SafetyLayer",
+    "VelocityCommand",
+]
