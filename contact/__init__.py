@@ -6,8 +6,12 @@ time step with the chosen contact model (see `step.py` for the equations); `roll
 `terrain`: terrains as pytrees (`flat`, `incline`, `plane`, `steps`, `heightfield`), their
 `signed_distance`, `friction` and `contact_frame`.
 `coulomb`: the disk-cone projection and the fixed-sweep prox solver for contact impulses.
+`checks`: parameter validation at construction, and the bad-state flags of `StepInfo`;
+`first_bad_step(infos)` finds the first step of a rollout that received or produced a NaN,
+an infinity or a non-unit base quaternion.
 """
 
+from .checks import first_bad_step
 from .coulomb import project_disk_cone, solve_impulses
 from .foot_contacts import FootContacts, compute_foot_contacts
 from .params import StepParams
@@ -41,6 +45,7 @@ __all__ = [
     "activation",
     "compute_foot_contacts",
     "contact_frame",
+    "first_bad_step",
     "flat",
     "friction",
     "generalized_forces",

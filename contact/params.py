@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import jax
 
+from .checks import NONNEGATIVE, POSITIVE, require
 from .terrain import Plane, flat
 
 
-@jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class StepParams:
     """Parameters of `contact.step`.
@@ -36,6 +36,13 @@ class StepParams:
     friction_viscosity: penalty model tangential gain `k_f` [N s/m] before Coulomb saturation.
     joint_damping: damping `d` [N m s/rad] on every actuated joint, integrated implicitly
         (an actuator's Kd moved into the step for stability on light legs; see step.py).
+
+    Concrete invalid values raise `ValueError` naming the argument when constructed (or
+    `replace`d): `dt <= 0`, `kappa <= 0`, a negative `stiffness`, `damping`,
+    `friction_viscosity`, `joint_damping` or terrain friction (every entry of a batch).
+    Traced values (inside `jit`/`vmap`/`grad`) cannot raise and are not checked; pytree
+    transformations rebuild a `StepParams` without `__init__`, so their leaves (tracers,
+    cotangents, `zeros_like`) are never validated either.
     """
 
     terrain: Plane = dataclasses.field(default_factory=flat)
@@ -51,3 +58,34 @@ class StepParams:
     def replace(self, **changes) -> StepParams:
         """A copy with some parameters replaced (e.g. `params.replace(dt=0.001)`)."""
         return dataclasses.replace(self, **changes)
+
+    def __post_init__(self):
+        owner = "StepParams"
+        require(owner, "dt", self.dt, POSITIVE)
+        require(owner, "kappa", self.kappa, POSITIVE)
+        for name in ("stiffness", "damping", "friction_viscosity", "joint_damping"):
+            require(owner, name, getattr(self, name), NONNEGATIVE)
+        require(owner, "terrain friction", getattr(self.terrain, "friction", None), NONNEGATIVE)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(StepParams))
+
+
+def _flatten_with_keys(params: StepParams):
+    return [(jax.tree_util.GetAttrKey(n), getattr(params, n)) for n in _FIELDS], None
+
+
+def _flatten(params: StepParams):
+    return [getattr(params, n) for n in _FIELDS], None
+
+
+def _unflatten(_, leaves) -> StepParams:
+    """Rebuild without `__init__`: transformations fill the leaves with tracers, cotangents (a
+    gradient of `dt` may be negative) or placeholders, which are not parameters to validate."""
+    params = object.__new__(StepParams)
+    for name, leaf in zip(_FIELDS, leaves, strict=True):
+        object.__setattr__(params, name, leaf)
+    return params
+
+
+jax.tree_util.register_pytree_with_keys(StepParams, _flatten_with_keys, _unflatten, _flatten)

@@ -91,6 +91,7 @@ and reverse mode. `contact`, `num_sweeps` and `method` are static.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -104,6 +105,7 @@ from dynamics.backend import JaxOps
 from dynamics.configuration import State, integrate
 from dynamics.model import Model
 
+from .checks import bad_state
 from .coulomb import solve_impulses
 from .foot_contacts import FootContacts, foot_contacts
 from .params import StepParams
@@ -124,6 +126,10 @@ class StepInfo:
     active (k,): activation weight in [0, 1] (hard and penalty: 0 or 1).
     point (k, 3), normal (k, 3): contact points and terrain normals (world).
     residual (): Coulomb fixed-point residual of the impulse solve [m/s] (0 for penalty).
+    bad_state () bool: the incoming state was invalid: NaN or infinity in `q` or `v`, or a base
+        quaternion off the unit sphere (zero included; `contact.checks.bad_state`).
+    bad_result () bool: the returned state is invalid in the same sense (the step blew up, e.g.
+        on a non-finite torque, or passed a bad incoming state on).
     """
 
     impulse: jax.Array
@@ -133,6 +139,8 @@ class StepInfo:
     point: jax.Array
     normal: jax.Array
     residual: jax.Array
+    bad_state: jax.Array
+    bad_result: jax.Array
 
 
 def generalized_forces(model: Model, tau):
@@ -164,8 +172,13 @@ def _dynamics_at(model: Model, params: StepParams, q, v):
 
 
 def _info(contacts: FootContacts, impulse, active, residual, dt) -> StepInfo:
+    """The contact part of `StepInfo`; `step` fills the state flags (false here)."""
     force = jnp.einsum("kab,kb->ka", contacts.frame, impulse) / dt
-    return StepInfo(impulse, force, contacts.gap, active, contacts.point, contacts.normal, residual)
+    unchecked = jnp.zeros((), bool)
+    return StepInfo(
+        impulse, force, contacts.gap, active, contacts.point, contacts.normal, residual,
+        bad_state=unchecked, bad_result=unchecked,
+    )  # fmt: skip
 
 
 def activation(contact: str, params: StepParams, gap):
@@ -283,12 +296,23 @@ def step(
         method: "gauss_seidel" or "jacobi" sweeps (static).
     Returns:
         `(State, StepInfo)`.
+
+    Bad states are reported, not hidden: a NaN or infinity in `state.q`/`state.v`, or a base
+    quaternion that is not of unit norm (a zero quaternion, say), sets `info.bad_state`; a
+    returned state that is invalid in the same way sets `info.bad_result`. The step still
+    computes (NaN in, NaN out: a traced function cannot raise), so check the flags: after
+    `rollout`/`simulate`, `contact.first_bad_step(infos)` is the index of the first step that
+    received or produced a bad state (None if none did). Invalid concrete parameters
+    (`dt <= 0`, negative friction, ...) raise when `StepParams` or the terrain is built.
     """
     if contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {contact!r}")
     if contact == "penalty":
-        return _penalty_step(model, params, state, tau)
-    return _moreau_step(model, params, state, tau, contact, num_sweeps, method)
+        next_state, info = _penalty_step(model, params, state, tau)
+    else:
+        next_state, info = _moreau_step(model, params, state, tau, contact, num_sweeps, method)
+    flags = {"bad_state": bad_state(model, state), "bad_result": bad_state(model, next_state)}
+    return next_state, dataclasses.replace(info, **flags)
 
 
 def make_step(contact: str = "smooth", num_sweeps: int = 20, method: str = "gauss_seidel"):

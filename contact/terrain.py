@@ -2,7 +2,9 @@
 
 World frame: z up, SI units. A terrain is a frozen dataclass registered as a pytree: its class
 is the (static) kind, every numeric parameter is a traced leaf, so terrains can be batched with
-`vmap`, randomised (friction, heights) and differentiated.
+`vmap`, randomised (friction, heights) and differentiated. The constructors below raise
+`ValueError` naming the argument for a concrete negative `friction`, a `step_length` or
+`cell_size` <= 0 (`checks.require`; traced values pass unchecked).
 
     kind         constructor                                   distance
     Plane        flat(height), incline(angle), plane(n, h)     exact
@@ -25,6 +27,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from .checks import NONNEGATIVE, POSITIVE, require
+
 # Steps: the distance is computed to the treads k-2..k+2 around the tread under the point and
 # the risers between them; it is exact within `_STEPS_WINDOW * step_length` of the surface.
 _STEPS_WINDOW = 2
@@ -32,6 +36,12 @@ _STEPS_WINDOW = 2
 
 def _scalar(x):
     return jnp.asarray(x, dtype=jnp.result_type(float))
+
+
+def _friction(kind: str, friction):
+    """The Coulomb coefficient as a leaf; a concrete negative one raises `ValueError`."""
+    require(kind, "friction", friction, NONNEGATIVE)
+    return _scalar(friction)
 
 
 def _safe_norm(v):
@@ -99,12 +109,13 @@ Terrain = Plane | Steps | Heightfield
 def plane(normal, height=0.0, friction=0.8) -> Plane:
     """Plane through `(0, 0, height)` with outward normal `normal (3,)` (normalised here)."""
     n = jnp.asarray(normal, dtype=jnp.result_type(float))
-    return Plane(normal=n / jnp.linalg.norm(n), height=_scalar(height), friction=_scalar(friction))
+    friction = _friction("plane", friction)
+    return Plane(normal=n / jnp.linalg.norm(n), height=_scalar(height), friction=friction)
 
 
 def flat(height=0.0, friction=0.8) -> Plane:
     """Horizontal ground `z = height`."""
-    return plane(jnp.array([0.0, 0.0, 1.0]), height, friction)
+    return plane(jnp.array([0.0, 0.0, 1.0]), height, _friction("flat", friction))
 
 
 def incline(angle, friction=0.8, axis="x", height=0.0) -> Plane:
@@ -122,7 +133,7 @@ def incline(angle, friction=0.8, axis="x", height=0.0) -> Plane:
         n = jnp.stack([zero, -s, c])
     else:
         raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
-    return Plane(normal=n, height=_scalar(height), friction=_scalar(friction))
+    return Plane(normal=n, height=_scalar(height), friction=_friction("incline", friction))
 
 
 def steps(step_height, step_length, start_x, friction=0.8, num_steps=float("inf")) -> Steps:
@@ -134,12 +145,13 @@ def steps(step_height, step_length, start_x, friction=0.8, num_steps=float("inf"
     the distance is to the edge line, so the normal turns smoothly from +z to the riser normal
     over the quarter circle around it, as if the edge were rounded by the query's own clearance.
     """
+    require("steps", "step_length", step_length, POSITIVE)
     return Steps(
         step_height=_scalar(step_height),
         step_length=_scalar(step_length),
         start_x=_scalar(start_x),
         num_steps=_scalar(num_steps),
-        friction=_scalar(friction),
+        friction=_friction("steps", friction),
     )
 
 
@@ -149,12 +161,13 @@ def heightfield(heights, x0, y0, cell_size, friction=0.8) -> Heightfield:
     heights = jnp.asarray(heights, dtype=jnp.result_type(float))
     if heights.ndim != 2 or min(heights.shape) < 2:
         raise ValueError(f"heights must be (nx, ny) with nx, ny >= 2, got {heights.shape}")
+    require("heightfield", "cell_size", cell_size, POSITIVE)
     return Heightfield(
         heights=heights,
         x0=_scalar(x0),
         y0=_scalar(y0),
         cell_size=_scalar(cell_size),
-        friction=_scalar(friction),
+        friction=_friction("heightfield", friction),
     )
 
 
@@ -347,4 +360,5 @@ def terrain_from_dict(description: dict) -> Terrain:
     missing = [n for n in names if n not in description]
     if missing:
         raise ValueError(f"terrain description of kind {kind!r} lacks fields {missing}")
+    _friction(kind, description["friction"])
     return cls(**{n: jnp.asarray(description[n], dtype=jnp.result_type(float)) for n in names})
