@@ -5,7 +5,9 @@ recorded separately).
 The plant is `contact.step` at `sim_dt` (2 ms by default, 10 steps per 20 ms control period)
 with the joint PD as actuator model: `tau = clip(Kp (q* - q))` plus the PD damping `-Kd qd`
 integrated implicitly in the step (`StepParams.joint_damping`), the same actuator the planner
-models. The targets `q*` are held over each control period.
+models. The targets `q*` are held over each control period. A control period in which the
+simulator flags a bad state (`StepInfo.bad_state`/`bad_result`: NaN, infinity, a non-unit base
+quaternion) stops the run with `FloatingPointError` naming the time.
 
     result = run_mpc(MPC("go2"), duration=10.0)
     result.summary()   # tracking error, average speed, fell?, cycle times
@@ -82,17 +84,19 @@ class ClosedLoopResult:
 
 @functools.lru_cache(maxsize=8)
 def _advance(model, steps: int, contact: str, num_sweeps: int):
-    """Jitted `(params, state, targets, kp) -> (state, mean forces)`: `steps` plant steps under
-    the PD toward `targets` (cached per model and step count)."""
+    """Jitted `(params, state, targets, kp) -> (state, mean forces, bad)`: `steps` plant steps
+    under the PD toward `targets` (cached per model and step count); `bad ()` is true if the
+    simulator flagged a bad state on the way (`StepInfo.bad_state`/`bad_result`: NaN,
+    infinity, a non-unit base quaternion)."""
 
     def run(params, state, targets, kp):
         def body(s, _):
             tau = pd_torque(model, s, targets, kp, 0.0)
             nxt, info = step(model, params, s, tau, contact=contact, num_sweeps=num_sweeps)
-            return nxt, info.force
+            return nxt, (info.force, info.bad_state | info.bad_result)
 
-        final, forces = jax.lax.scan(body, state, None, length=steps)
-        return final, jnp.mean(forces, axis=0)
+        final, (forces, bad) = jax.lax.scan(body, state, None, length=steps)
+        return final, jnp.mean(forces, axis=0), jnp.any(bad)
 
     return jax.jit(run)
 
@@ -151,15 +155,18 @@ def run_mpc(
             u = mpc.update(state, t)
         else:
             u = mpc.targets_at(t)
-        state, force = advance(params, state, jnp.asarray(u), kp)
+        state, force, bad = advance(params, state, jnp.asarray(u), kp)
         qs.append(np.asarray(state.q))
         vs.append(np.asarray(state.v))
         targets.append(u)
         commands.append(mpc.command.copy())
         forces.append(np.asarray(force))
         times.append(t)
-        if not np.all(np.isfinite(qs[-1])):
-            raise FloatingPointError(f"the simulation produced non-finite states at t = {t:.2f} s")
+        if bool(bad):
+            raise FloatingPointError(
+                f"the simulation flagged a bad state (NaN, infinity or a non-unit quaternion; "
+                f"StepInfo.bad_state/bad_result) in the control period at t = {t:.2f} s"
+            )
         if progress and (k + 1) % int(round(1.0 / mpc.dt)) == 0:
             stats = mpc.stats.summary()
             print(

@@ -174,3 +174,45 @@ def test_first_bad_step_after_rollout_and_simulate():
     )
     assert contact.first_bad_step(infos) == 0
     assert bool(np.all(np.asarray(infos.bad_state)))
+
+
+# ----------------------------------------------------------------------------- closed loop
+class _NaNPlanner:
+    """The duck type `run_mpc` drives (`controllers.mpc.MPC`'s interface): stands, then from
+    `t >= bad_from` plans NaN joint targets (a diverged planner)."""
+
+    def __init__(self, model, dt, bad_from):
+        self.model, self.dt, self.bad_from = model, dt, bad_from
+        self.command = np.zeros(3)
+        self.mode = "plan"
+        self.stats = type("Stats", (), {"summary": staticmethod(lambda: {"median_s": 0.0})})
+
+    def set_command(self, *command):
+        self.command = np.asarray(command, dtype=float)
+
+    def targets(self, t):
+        stand = np.asarray(self.model.q_standing)[7:]
+        return stand * np.nan if t >= self.bad_from - 1e-9 else stand
+
+    def reset(self, state, t):
+        return self.targets(t)
+
+    def update(self, state, t):
+        return self.targets(t)
+
+    def targets_at(self, t):
+        return self.targets(t)
+
+
+def test_mpc_closed_loop_stops_on_the_simulators_flag():
+    """`run_mpc` checks the step's bad-state flags each control period: a planner that turns
+    NaN at t = 0.06 s stops the run there with FloatingPointError naming that time, and the
+    same planner without the NaN runs to the end."""
+    from controllers.closed_loop import run_mpc
+    from dynamics import load_robot
+
+    model = load_robot("solo12")
+    with pytest.raises(FloatingPointError, match=r"bad state .* t = 0\.06 s"):
+        run_mpc(_NaNPlanner(model, 0.02, bad_from=0.06), 0.2, sim_dt=0.01, progress=False)
+    result = run_mpc(_NaNPlanner(model, 0.02, bad_from=1e9), 0.2, sim_dt=0.01, progress=False)
+    assert len(result.t) == 10 and np.all(np.isfinite(result.q))

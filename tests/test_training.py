@@ -155,6 +155,22 @@ def test_termination_and_auto_reset(env, batch_step):
     np.testing.assert_allclose(info["terminal_obs"][2], obs[2])
 
 
+def test_a_bad_state_flagged_by_the_simulator_ends_the_episode(env, batch_step):
+    """The environment terminates on the simulator's `StepInfo` flags: a base quaternion of
+    norm 2 (finite, and the step renormalises it, so no isfinite test on the next state would
+    see it) and a NaN velocity both end the episode as fallen, and the fresh state that
+    replaces them is finite with a unit quaternion."""
+    state = _reset(env, 3)
+    q = state.sim.q.at[0, 3:7].multiply(2.0)  # env 0: not a rotation
+    v = state.sim.v.at[1, 0].set(jnp.nan)  # env 1: NaN base velocity
+    state = dataclasses.replace(state, sim=dataclasses.replace(state.sim, q=q, v=v))
+    new, obs, reward, done, info = batch_step(state, jnp.zeros((3, 12)))
+    np.testing.assert_array_equal(np.asarray(info["fell"]), [True, True, False])
+    np.testing.assert_array_equal(np.asarray(done), [True, True, False])
+    assert np.all(np.isfinite(np.asarray(new.sim.q))) and np.all(np.isfinite(np.asarray(obs)))
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(new.sim.q[:, 3:7]), axis=1), 1.0)
+
+
 def test_actuator_applies_the_safety_layers_target_limits(env, batch_step):
     """A target far outside the joint limits is clipped into them (as SafetyLayer does) and
     approached no faster than the joint velocity limits; joint speeds beyond the soft limit

@@ -296,7 +296,7 @@ def rollout_policy(policy: Policy, plant: Plant, commands, seconds: float):
             state, last = carry
             obs = observation_from_state(state.q, state.v, command, last, q_default)
             action = policy(obs.astype(dtype)).astype(q0.dtype)
-            state, _ = advance(params, state, joint_targets(action, q_default), kp)
+            state = advance(params, state, joint_targets(action, q_default), kp)[0]
             return (state, action), (state.q, state.v, action)
 
         init = (State(q0, jnp.zeros(model.nv)), jnp.zeros(model.nu))
@@ -387,7 +387,7 @@ def dagger(
                 own = policy_fn(policy, obs.astype(dtype)).astype(state.q.dtype)
                 new.append((np.asarray(obs), np.asarray(expert), np.asarray(command)))
                 action = beta * expert + (1.0 - beta) * own
-                state, _ = advance(params, state, joint_targets(action, q_default), kp)
+                state = advance(params, state, joint_targets(action, q_default), kp)[0]
                 last = action
                 if float(state.q[2]) < 0.5 * float(model.q_standing[2]):
                     break

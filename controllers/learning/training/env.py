@@ -370,7 +370,9 @@ class LocomotionEnv:
         last step's PD target (with `safety_limits`: clipped into the joint limits, each step
         within `velocity_limit * sim_dt` of the one before). Returns the final state, the last
         step's target, and means over the steps of `|tau|^2` (`tau = clip(Kp (q* - q)) -
-        Kd qd`) and of `sum_j max(|qd_j| - f qd_max_j, 0)^2` (f: the soft velocity limit)."""
+        Kd qd`) and of `sum_j max(|qd_j| - f qd_max_j, 0)^2` (f: the soft velocity limit),
+        and whether the simulator flagged a bad state on the way (`StepInfo.bad_state` or
+        `bad_result`: NaN, infinity, a non-unit base quaternion)."""
         model = self.randomized_model(params)
         step_params = self.step_params(params)
         kp = self.kp * params.kp_scale
@@ -387,18 +389,19 @@ class LocomotionEnv:
             else:
                 step_target = target
             tau = pd_torque(model, s, step_target, kp, 0.0)
-            s_next, _ = contact_step(
+            s_next, info = contact_step(
                 model, step_params, s, tau, contact=self.config.contact,
                 num_sweeps=self.config.num_sweeps,
             )  # fmt: skip
             applied = tau - kd * s.v[6:]
             excess = jnp.maximum(jnp.abs(s_next.v[6:]) - soft_limit, 0.0)
-            return (s_next, step_target), (jnp.sum(applied**2), jnp.sum(excess**2))
+            bad = info.bad_state | info.bad_result
+            return (s_next, step_target), (jnp.sum(applied**2), jnp.sum(excess**2), bad)
 
-        (sim, last), (torque_sq, excess_sq) = jax.lax.scan(
+        (sim, last), (torque_sq, excess_sq, bad) = jax.lax.scan(
             body, (sim, previous_target), None, length=self.decimation
         )
-        return sim, last, jnp.mean(torque_sq), jnp.mean(excess_sq)
+        return sim, last, jnp.mean(torque_sq), jnp.mean(excess_sq), jnp.any(bad)
 
     def _push(self, state: EnvState, sim: State, key) -> State:
         """With probability `CONTROL_DT / push_interval`, add a world-frame xy velocity kick
@@ -435,16 +438,16 @@ class LocomotionEnv:
             "joint_velocity": w.joint_velocity * excess_sq,
         }
 
-    def fell(self, sim: State):
+    def fell(self, sim: State, diverged):
         """Base below `min_height_fraction` of the standing height, tilted beyond `max_tilt`,
-        or a non-finite state (a diverged simulation)."""
+        or `diverged`: the simulator flagged a bad state (NaN, infinity, a non-unit base
+        quaternion; `StepInfo.bad_state`/`bad_result`) during the step."""
         q = sim.q
         quat = q[3:7] / jnp.linalg.norm(q[3:7])
         up_z = 1.0 - 2.0 * (quat[0] ** 2 + quat[1] ** 2)  # R[2, 2]: cosine of the tilt
         low = q[2] < self.config.min_height_fraction * self.standing_height
         tilted = up_z < np.cos(self.config.max_tilt)
-        finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(sim.v))
-        return low | tilted | ~finite
+        return low | tilted | diverged
 
     # ------------------------------------------------------------------ step
     def step(self, state: EnvState, action):
@@ -460,7 +463,7 @@ class LocomotionEnv:
         latency = state.params.latency
         applied = (1.0 - latency) * action + latency * state.last_action
         target = joint_targets(applied, self.q_default)
-        sim, target, torque_sq, excess_sq = self._physics(
+        sim, target, torque_sq, excess_sq, diverged = self._physics(
             state.params, state.sim, state.target, target
         )
         terms = self.reward_terms(state, sim, action, torque_sq, excess_sq)
@@ -468,7 +471,7 @@ class LocomotionEnv:
         v_xy, _, omega_z = heading_frame_velocity(sim.q, sim.v)
         sim = self._push(state, sim, k_push)
         after = EnvState(sim, action, target, state.command, state.t + 1, state.params, key)
-        fell = self.fell(sim)
+        fell = self.fell(sim, diverged)
         truncated = (after.t >= self.config.episode_length) & ~fell
         done = fell | truncated
         terminal_obs = self.observe(after)
