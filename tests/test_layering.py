@@ -10,55 +10,45 @@ checked: the rule is about what a module needs to load.
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+
+from import_blocker import blocking_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = ("dynamics", "contact", "trajopt")
 ABOVE = ("controllers", "viz")  # never imported by any of LAYERS
 
-SCRIPT = textwrap.dedent(
-    """
-    import importlib, importlib.abc, json, pkgutil, sys
+SCRIPT = """
+import importlib, json, pkgutil
 
-    LAYERS = {layers!r}
-    blocked = set(LAYERS) | set({above!r})
+for name in sorted(BLOCKED):  # the finder must work, else the test below proves nothing
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+    else:
+        raise SystemExit(f"{name} was importable while blocked")
 
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in blocked:
-                raise ImportError(f"layering: {{name}} is above the layer being imported")
-            return None
-
-    sys.meta_path.insert(0, Block())
-    for name in blocked:  # the finder must work, else the test below proves nothing
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-        else:
-            raise SystemExit(f"{{name}} was importable while blocked")
-
-    imported = {{}}
-    for layer in LAYERS:
-        blocked.discard(layer)
-        package = importlib.import_module(layer)
-        names = [layer]
-        for info in pkgutil.walk_packages(package.__path__, layer + "."):
-            importlib.import_module(info.name)
-            names.append(info.name)
-        imported[layer] = names
-    leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("controllers", "viz"))
-    print(json.dumps({{"imported": imported, "leaked": leaked}}))
-    """
-)
+imported = {}
+for layer in LAYERS:
+    BLOCKED.discard(layer)
+    package = importlib.import_module(layer)
+    names = [layer]
+    for info in pkgutil.walk_packages(package.__path__, layer + "."):
+        importlib.import_module(info.name)
+        names.append(info.name)
+    imported[layer] = names
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ABOVE)
+print(json.dumps({"imported": imported, "leaked": leaked}))
+"""
 
 
 def test_lower_layers_import_without_controllers():
     import json
 
-    code = SCRIPT.format(layers=LAYERS, above=ABOVE)
+    header = f"LAYERS = {LAYERS!r}\nABOVE = {ABOVE!r}\n"
+    code = blocking_script(LAYERS + ABOVE, header + SCRIPT)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
     )

@@ -5,12 +5,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from import_blocker import blocking_script
 
 from controllers.learning.policy import Policy, observation_size
 from controllers.learning.policy_export import (
@@ -114,18 +114,10 @@ def test_load_exported_policy_gives_back_the_same_jax_policy(
 
 # Loads the exported runner by path with JAX, equinox, ONNX and this project unimportable, and
 # lists the non-standard-library modules that loading and running it imported.
-_NUMPY_ALONE = textwrap.dedent(
+_NUMPY_ALONE = blocking_script(
+    {"jax", "jaxlib", "equinox", "onnx", "onnxruntime", "controllers", "dynamics"},
     """
-    import importlib.abc, importlib.util, json, sys
-    BLOCKED = {"jax", "jaxlib", "equinox", "onnx", "onnxruntime", "controllers", "dynamics"}
-
-    class Blocker(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in BLOCKED:
-                raise ImportError(f"{name} is blocked in this test")
-            return None
-
-    sys.meta_path.insert(0, Blocker())
+    import importlib.util, json, sys
     folder, obs_file, out_file = sys.argv[1:]
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location("numpy_policy", folder + "/numpy_policy.py")
