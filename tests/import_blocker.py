@@ -1,8 +1,9 @@
 """Scripts for a subprocess in which some top-level packages cannot be imported.
 
 `blocking_script(blocked, body)`: Python source that installs a meta-path finder raising
-`ImportError` for every module whose top-level package is in the set `BLOCKED` (initially
-`blocked`; the body may add or discard names as it goes), then runs `body`.
+`ImportError` for every module in the set `BLOCKED` or below one of its names (`"trajopt"`
+blocks `trajopt.fddp`; `"controllers.mpc"` blocks that module only), initially `blocked`
+(the body may add or discard names as it goes), then runs `body`.
 """
 
 import textwrap
@@ -13,7 +14,7 @@ BLOCKED = set({blocked!r})
 
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
             raise ImportError(f"{{name}} is blocked in this subprocess")
         return None
 

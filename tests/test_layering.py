@@ -1,5 +1,6 @@
 """The packages are layers: `dynamics` -> `contact` -> `trajopt` -> `controllers`, each importing
-only the layers before it (`viz` draws any of them, and nothing below imports it).
+only the layers before it (`viz` draws any of them, and nothing below imports it). Within
+`controllers`, the hardware room imports neither the MPC nor learning nor `trajopt`.
 
 One subprocess makes every package above the current layer unimportable (a meta-path finder
 that raises `ImportError` for it), then imports every module of the layer
@@ -60,3 +61,32 @@ def test_lower_layers_import_without_controllers():
     assert "trajopt.gaits" in report["imported"]["trajopt"]
     assert "dynamics.actuator" in report["imported"]["dynamics"]
     assert "contact.step" in report["imported"]["contact"]
+
+
+HARDWARE_SCRIPT = """
+import importlib, json, pkgutil
+import controllers.hardware as hardware
+
+names = [info.name for info in pkgutil.walk_packages(hardware.__path__, "controllers.hardware.")]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps(names))
+"""
+
+
+def test_the_hardware_room_imports_no_planner_or_learning():
+    """`controllers.hardware` (interface, safety, loop, backends, robot server) loads with the
+    MPC, its adapters, `controllers.learning`, `trajopt` and `viz` unimportable: a robot
+    computer needs none of them."""
+    import json
+
+    blocked = ("controllers.learning", "controllers.mpc", "controllers.closed_loop",
+               "controllers.state_feedback", "trajopt", "viz")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", blocking_script(blocked, HARDWARE_SCRIPT)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"controllers.hardware.robot_server", "controllers.hardware.backends.jax_sim",
+            "controllers.hardware.safety"} <= set(names)  # fmt: skip
