@@ -142,6 +142,60 @@ def _as_blocks(delassus, k):
     return jnp.reshape(delassus, (k, 3, k, 3))
 
 
+DERIVATIVES = ("implicit", "unrolled")
+
+
+# Singular values of the tangent map below this fraction of the largest are treated as zero.
+# Measured (`tests/test_implicit_derivatives.py`): 0.07-0.24 at the smallest on the trot knots
+# of ANYmal C, Go2 and Solo12; exactly 0 for a box sliding on four coplanar corners under the
+# hard model (the normal impulses are statically indeterminate), and 4e-6 under the smooth one,
+# where the weights' `1 - w ~ 2e-5` makes the split barely determinate: the sweeps never resolve
+# it (the residual stalls at 1e-6 m/s after 1000 sweeps) and its exact derivative is 15x the
+# velocity's scale, so it is treated as undetermined like the hard model's.
+TANGENT_RCOND = 1e-4
+
+
+def _tangent_solve(linear_map, rhs):
+    """Solve `A x = rhs` for the linear map `A = dF/dp` of the fixed-point residual at the solution.
+
+    `A (3k, 3k)` is formed column by column (`jacfwd` of the linear map: 3k small products) and
+    applied through its pseudo-inverse (SVD, singular values below `TANGENT_RCOND sigma_max`
+    dropped). That is the exact inverse where `A` is regular and the minimum-norm rule where it is
+    not: a rank-deficient Delassus matrix (more sticking or normal constraints than the body has
+    degrees of freedom, e.g. a box on 4 or 8 corners) leaves the impulse split undetermined but the
+    velocity change `M^-1 J^T dp` defined, so the tangent is finite (never NaN) and the resulting
+    velocities are exact. The result is linear in `rhs`, so reverse mode comes by transposition.
+    """
+    shape = rhs.shape
+    n = rhs.size
+    a = jax.jacfwd(lambda x: jnp.reshape(linear_map(jnp.reshape(x, shape)), (n,)))(
+        jnp.zeros((n,), rhs.dtype)
+    )
+    rcond = jnp.asarray(TANGENT_RCOND, rhs.dtype)
+    return jnp.reshape(jnp.linalg.pinv(a, rtol=rcond) @ jnp.reshape(rhs, (n,)), shape)
+
+
+def _sweeps(method, num_sweeps, coupled, c, mu, steps, p0):
+    """`num_sweeps` projected sweeps from `p0 (k, 3)` (see `solve_impulses`)."""
+    k = c.shape[0]
+
+    def gauss_seidel_update(p, i):
+        """Update contact `i` with the latest impulses of the others."""
+        u_i = jnp.einsum("ajb,jb->a", coupled[i], p) + c[i]
+        return p.at[i].set(project_disk_cone(p[i] - steps[i] * u_i, mu[i])), None
+
+    def jacobi_sweep(p, _):
+        u = jnp.einsum("iajb,jb->ia", coupled, p) + c
+        return project_disk_cone(p - steps * u, mu), None
+
+    if method == "gauss_seidel":  # one flat scan over (sweep, contact): quicker to compile
+        order = jnp.tile(jnp.arange(k), num_sweeps)
+        p, _ = jax.lax.scan(gauss_seidel_update, p0, order)
+    else:
+        p, _ = jax.lax.scan(jacobi_sweep, p0, None, length=num_sweeps)
+    return p
+
+
 def solve_impulses(
     delassus,
     free_velocity,
@@ -149,6 +203,7 @@ def solve_impulses(
     active_weight=None,
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
+    derivatives: str = "implicit",
 ):
     """Contact impulses by the paper's fixed number of projected (prox) sweeps.
 
@@ -160,12 +215,29 @@ def solve_impulses(
             `s_j = sigmoid(-kappa g_j)` for the smooth one.
         num_sweeps: static number of sweeps (each visits every contact once).
         method: "gauss_seidel" (contacts updated in turn, latest values) or "jacobi" (all at once).
+        derivatives: "implicit" (default): derivatives of the exact solution of the fixed point
+            at the returned iterate (implicit function theorem, below); "unrolled": automatic
+            differentiation through every sweep (the previous behaviour, kept for comparison).
 
     Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
     `jacobi_steps`:
 
         p_i <- proj_K(-G_ii^-1 c_i)                                   (initialisation)
         p_i <- proj_K(p_i - R_i (sum_j G~_ij p_j + c_i))              (num_sweeps times)
+
+    Implicit derivatives. The solution is a root of `F(p; G, c, mu, w) = p - proj_K(p - R (G~ p +
+    c))`, so `dp = -(dF/dp)^-1 dF/d(G, c, mu, w) [dG, dc, dmu, dw]` (`jax.lax.custom_root`: a
+    `custom_jvp`, so `jacfwd`, `jvp`, `vmap` and, by transposition, `grad` all work). Per
+    contact this is the textbook mode-wise rule: a separating contact (`proj_K` returns 0) has
+    `dp_i = 0`; a sticking one (`proj_K` the identity) keeps `du_i = G~_i dp + dG~_i p + dc_i = 0`;
+    a sliding one keeps `du_n = 0` and its tangential impulse on the cone's rim,
+    `dp_t = d(mu p_n e)`. The steps `R` do not move the solution of the exact problem, so they are
+    held constant. The smooth model's weights `w` enter through `G~` and `w_i p_i` exactly as in
+    the sweeps. At a kink (a contact exactly at zero load, or exactly at the cone's rim) the rule
+    is the one-sided derivative of the branch `proj_K` takes there. When the sweeps have not
+    converged this is the derivative of the exact solution, not of the computed iterate: the
+    `residual` below says how far the iterate is from it (`tests/test_implicit_derivatives.py`
+    and BENCHMARKS.md measure the gap at the sweep counts the solvers use).
 
     Returns `(impulses (k, 3), info)` with `impulses_i = w_i p_i` [N s] and `info`:
         "residual" `()`: max over contacts of `natural_residual` [m/s] at the returned `p`
@@ -174,6 +246,10 @@ def solve_impulses(
         "velocity" `(k, 3)`: post-impulse contact velocity `G impulses + c`.
     Everything is a fixed-length `lax.scan`: jit, vmap, forward- and reverse-mode AD work.
     """
+    if method not in ("gauss_seidel", "jacobi"):
+        raise ValueError(f"method must be 'gauss_seidel' or 'jacobi', got {method!r}")
+    if derivatives not in DERIVATIVES:
+        raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {derivatives!r}")
     c = jnp.asarray(free_velocity)
     k = c.size // 3
     c = jnp.reshape(c, (k, 3))
@@ -183,33 +259,27 @@ def solve_impulses(
     w = jnp.broadcast_to(w, (k,))
     gw = coupled_delassus(g, w)
     diagonal = g[jnp.arange(k), :, jnp.arange(k), :]  # (k, 3, 3)
-
-    if method == "gauss_seidel":
-        steps = gauss_seidel_steps(diagonal)
-    elif method == "jacobi":
-        steps = jacobi_steps(gw)
-    else:
-        raise ValueError(f"method must be 'gauss_seidel' or 'jacobi', got {method!r}")
-
-    p0 = -jnp.einsum("iab,ib->ia", _inverse3(diagonal), c)
-    p0 = project_disk_cone(p0, mu)
+    steps = gauss_seidel_steps(diagonal) if method == "gauss_seidel" else jacobi_steps(gw)
 
     def velocity(p):
         return jnp.einsum("iajb,jb->ia", gw, p) + c
 
-    def gauss_seidel_update(p, i):
-        """Update contact `i` with the latest impulses of the others."""
-        u_i = jnp.einsum("ajb,jb->a", gw[i], p) + c[i]
-        return p.at[i].set(project_disk_cone(p[i] - steps[i] * u_i, mu[i])), None
+    def initial(diagonal_blocks, free):
+        return project_disk_cone(-jnp.einsum("iab,ib->ia", _inverse3(diagonal_blocks), free), mu)
 
-    def jacobi_sweep(p, _):
-        return project_disk_cone(p - steps * velocity(p), mu), None
-
-    if method == "gauss_seidel":  # one flat scan over (sweep, contact): quicker to compile
-        order = jnp.tile(jnp.arange(k), num_sweeps)
-        p, _ = jax.lax.scan(gauss_seidel_update, p0, order)
+    if derivatives == "unrolled":
+        p = _sweeps(method, num_sweeps, gw, c, mu, steps, initial(diagonal, c))
     else:
-        p, _ = jax.lax.scan(jacobi_sweep, p0, None, length=num_sweeps)
+        held_steps = jax.lax.stop_gradient(steps)
+
+        def fixed_point_residual(p):
+            return p - project_disk_cone(p - held_steps * velocity(p), mu)
+
+        def sweeps(_, p0):
+            return _sweeps(method, num_sweeps, gw, c, mu, held_steps, p0)
+
+        p0 = jax.lax.stop_gradient(initial(diagonal, c))
+        p = jax.lax.custom_root(fixed_point_residual, p0, sweeps, _tangent_solve)
 
     per_contact = natural_residual(p, velocity(p), mu, steps)
     impulses = w[:, None] * p

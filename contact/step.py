@@ -102,7 +102,9 @@ damping can live in the step (stable at any gain, as MuJoCo's implicit damping) 
 controller supplies only `Kp (q* - q)`; `M + dt D` then also enters the Delassus matrix.
 
 All three are pure functions of traced arrays: jit-able, vmap-able, differentiable in forward
-and reverse mode. `contact`, `num_sweeps` and `method` are static.
+and reverse mode. `contact`, `num_sweeps`, `method` and `derivatives` are static; the default
+derivatives are implicit (see `step`): the impulse solve and the mass-matrix solves are
+differentiated at their solutions, never through the sweeps or the Cholesky factorisation.
 """
 
 from __future__ import annotations
@@ -119,10 +121,11 @@ from dynamics import composite_inertia, newton_euler
 from dynamics import kinematics as _kin
 from dynamics.backend import JaxOps
 from dynamics.configuration import State, integrate
+from dynamics.mass_solve import mass_solve
 from dynamics.model import Model
 
 from .checks import bad_state
-from .coulomb import solve_impulses
+from .coulomb import DERIVATIVES, solve_impulses
 from .foot_contacts import FootContacts, foot_contacts
 from .params import StepParams
 
@@ -184,7 +187,22 @@ def _dynamics_at(model: Model, params: StepParams, q, v):
     mass = mass + params.dt * jnp.diag(damping)
     bias = bias + damping * v
     contacts = foot_contacts(ops, model, params.terrain, kin)
-    return jsl.cho_factor(mass), bias, contacts
+    return mass, bias, contacts
+
+
+def _mass_solve(derivatives: str, mass, rhs):
+    """`M^-1 rhs`: by `dynamics.mass_solve` (tangent `M^-1 (dB - dM X)`, no derivative of the
+    factorisation) for implicit derivatives, by plain AD through the Cholesky when unrolled."""
+    if derivatives == "implicit":
+        return mass_solve(mass, rhs)
+    return jsl.cho_solve(jsl.cho_factor(mass), rhs)
+
+
+def _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt):
+    """`v_free = v + dt M^-1 (tau - h) (nv,)` and `M^-1 J^T (nv, 3k)` with one factorisation."""
+    rhs = jnp.concatenate([(generalized_forces(model, tau) - bias)[:, None], jac.T], axis=1)
+    solved = _mass_solve(derivatives, mass, rhs)
+    return v + dt * solved[:, 0], solved[:, 1:]
 
 
 def _info(contacts: FootContacts, impulse, active, residual, dt) -> StepInfo:
@@ -211,22 +229,27 @@ def activation(contact: str, params: StepParams, gap):
     return jnp.where(gap < cutoff, weight, 0.0)
 
 
-def _moreau_step(model, params, state, tau, contact, num_sweeps, method):
+def _moreau_step(model, params, state, tau, contact, num_sweeps, method, derivatives):
     q, v = state.q, state.v
     dt = params.dt
     q_mid = integrate(model, q, v * (0.5 * dt))
-    chol, bias, contacts = _dynamics_at(model, params, q_mid, v)
+    mass, bias, contacts = _dynamics_at(model, params, q_mid, v)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
-    minv_jt = jsl.cho_solve(chol, jac.T)  # (nv, 3k)
-    v_free = v + dt * jsl.cho_solve(chol, generalized_forces(model, tau) - bias)
+    v_free, minv_jt = _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt)
     active = activation(contact, params, contacts.gap)
     free_contact_velocity = (jac @ v_free).reshape(k, 3)
     if contact == "hard":  # speculative: a separated contact may close its gap, not more
         opening = jnp.maximum(contacts.gap, 0.0) / dt
         free_contact_velocity = free_contact_velocity.at[:, 2].add(opening)
     impulse, solve_info = solve_impulses(
-        jac @ minv_jt, free_contact_velocity, contacts.friction, active, num_sweeps, method
+        jac @ minv_jt,
+        free_contact_velocity,
+        contacts.friction,
+        active,
+        num_sweeps,
+        method,
+        derivatives,
     )
     v_next = v_free + minv_jt @ impulse.reshape(3 * k)
     q_next = integrate(model, q, (0.5 * dt) * (v + v_next))
@@ -234,14 +257,13 @@ def _moreau_step(model, params, state, tau, contact, num_sweeps, method):
     return State(q_next, v_next), info
 
 
-def _penalty_step(model, params, state, tau):
+def _penalty_step(model, params, state, tau, derivatives):
     q, v = state.q, state.v
     dt = params.dt
-    chol, bias, contacts = _dynamics_at(model, params, q, v)
+    mass, bias, contacts = _dynamics_at(model, params, q, v)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
-    minv_jt = jsl.cho_solve(chol, jac.T)
-    v_free = v + dt * jsl.cho_solve(chol, generalized_forces(model, tau) - bias)
+    v_free, minv_jt = _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt)
     delassus = jac @ minv_jt
     eye = jnp.eye(3 * k, dtype=v.dtype)
     penetrating = contacts.gap < 0.0
@@ -299,6 +321,7 @@ def step(
     contact: str = "smooth",
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
+    derivatives: str = "implicit",
 ):
     """Advance `state` by `params.dt` under joint torques `tau (nu,)`.
 
@@ -310,6 +333,14 @@ def step(
         contact: "hard", "smooth" or "penalty" (static).
         num_sweeps: prox sweeps of the impulse solver (static; hard and smooth).
         method: "gauss_seidel" or "jacobi" sweeps (static).
+        derivatives: how derivatives are taken (static). "implicit" (default): the impulse
+            solve is differentiated at its final iterate by the implicit function theorem
+            (`contact.coulomb.solve_impulses`: derivatives of the exact solution, whose distance
+            to the iterate is `info.residual`), and the mass-matrix solves by `dM X` products
+            (`dynamics.mass_solve`), never through the factorisation; "unrolled": plain
+            automatic differentiation through every sweep and the Cholesky factorisation (the
+            derivative of the computed iterate; slower; kept for comparison). The forward values
+            are the same either way.
     Returns:
         `(State, StepInfo)`.
 
@@ -321,18 +352,32 @@ def step(
     received or produced a bad state (None if none did). Invalid concrete parameters
     (`dt <= 0`, negative friction, ...) raise when `StepParams` or the terrain is built.
     """
-    if contact not in CONTACT_MODELS:
-        raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {contact!r}")
+    _check_static(contact, derivatives)
     if contact == "penalty":
-        next_state, info = _penalty_step(model, params, state, tau)
+        next_state, info = _penalty_step(model, params, state, tau, derivatives)
     else:
-        next_state, info = _moreau_step(model, params, state, tau, contact, num_sweeps, method)
+        next_state, info = _moreau_step(
+            model, params, state, tau, contact, num_sweeps, method, derivatives
+        )
     flags = {"bad_state": bad_state(model, state), "bad_result": bad_state(model, next_state)}
     return next_state, dataclasses.replace(info, **flags)
 
 
-def make_step(contact: str = "smooth", num_sweeps: int = 20, method: str = "gauss_seidel"):
-    """`step` with its static choices bound: `f(model, params, state, tau) -> (state, info)`."""
+def _check_static(contact: str, derivatives: str):
     if contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {contact!r}")
-    return functools.partial(step, contact=contact, num_sweeps=num_sweeps, method=method)
+    if derivatives not in DERIVATIVES:
+        raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {derivatives!r}")
+
+
+def make_step(
+    contact: str = "smooth",
+    num_sweeps: int = 20,
+    method: str = "gauss_seidel",
+    derivatives: str = "implicit",
+):
+    """`step` with its static choices bound: `f(model, params, state, tau) -> (state, info)`."""
+    _check_static(contact, derivatives)
+    return functools.partial(
+        step, contact=contact, num_sweeps=num_sweeps, method=method, derivatives=derivatives
+    )
