@@ -37,12 +37,14 @@ class StepParams:
     joint_damping: damping `d` [N m s/rad] on every actuated joint, integrated implicitly
         (an actuator's Kd moved into the step for stability on light legs; see step.py).
 
-    Concrete invalid values raise `ValueError` naming the argument when constructed (or
-    `replace`d): `dt <= 0`, `kappa <= 0`, a negative `stiffness`, `damping`,
-    `friction_viscosity`, `joint_damping` or terrain friction (every entry of a batch).
-    Traced values (inside `jit`/`vmap`/`grad`) cannot raise and are not checked; pytree
-    transformations rebuild a `StepParams` without `__init__`, so their leaves (tracers,
-    cotangents, `zeros_like`) are never validated either.
+    Concrete invalid values raise `ValueError` naming the argument when constructed: `dt <= 0`,
+    `kappa <= 0`, a negative `stiffness`, `damping`, `friction_viscosity`, `joint_damping` or
+    terrain friction, NaN anywhere (every entry of a batch). `replace` checks only the fields
+    it changes, so a tangent or difference of parameters can be built from one
+    (`jax.tree.map(jnp.zeros_like, params).replace(kappa=1.0)`). Traced values (inside
+    `jit`/`vmap`/`grad`) cannot raise and are not checked; pytree transformations rebuild a
+    `StepParams` without `__init__`, so their leaves (tracers, cotangents, `zeros_like`) are
+    never validated either.
     """
 
     terrain: Plane = dataclasses.field(default_factory=flat)
@@ -56,19 +58,37 @@ class StepParams:
     joint_damping: float = 0.0
 
     def replace(self, **changes) -> StepParams:
-        """A copy with some parameters replaced (e.g. `params.replace(dt=0.001)`)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some parameters replaced (e.g. `params.replace(dt=0.001)`); only the
+        replaced ones are checked."""
+        unknown = set(changes) - set(_FIELDS)
+        if unknown:
+            raise TypeError(f"StepParams has no fields {sorted(unknown)}")
+        new = _unflatten(None, [changes.get(n, getattr(self, n)) for n in _FIELDS])
+        new._check(changes)
+        return new
 
     def __post_init__(self):
-        owner = "StepParams"
-        require(owner, "dt", self.dt, POSITIVE)
-        require(owner, "kappa", self.kappa, POSITIVE)
-        for name in ("stiffness", "damping", "friction_viscosity", "joint_damping"):
-            require(owner, name, getattr(self, name), NONNEGATIVE)
-        require(owner, "terrain friction", getattr(self.terrain, "friction", None), NONNEGATIVE)
+        self._check(_FIELDS)
+
+    def _check(self, names) -> None:
+        """`ValueError` for a concrete invalid value among the fields `names`."""
+        for name in names:
+            if name == "terrain":
+                friction = getattr(self.terrain, "friction", None)
+                require("StepParams", "terrain friction", friction, NONNEGATIVE)
+            elif name in _CONDITIONS:
+                require("StepParams", name, getattr(self, name), _CONDITIONS[name])
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StepParams))
+_CONDITIONS = {
+    "dt": POSITIVE,
+    "kappa": POSITIVE,
+    "stiffness": NONNEGATIVE,
+    "damping": NONNEGATIVE,
+    "friction_viscosity": NONNEGATIVE,
+    "joint_damping": NONNEGATIVE,
+}
 
 
 def _flatten_with_keys(params: StepParams):

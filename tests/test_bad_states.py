@@ -71,6 +71,9 @@ def test_valid_and_boundary_parameters_are_accepted():
     contact.StepParams(dt=1e-4, stiffness=0.0, damping=0.0, joint_damping=0.0)
     contact.flat(friction=0.0)  # frictionless ground is valid
     contact.StepParams(dt=jnp.array([0.001, 0.002]))  # a concrete batch
+    # replace checks only what it changes: a tangent direction (dt = 0) can be built
+    direction = jax.tree.map(jnp.zeros_like, contact.StepParams()).replace(kappa=300.0)
+    assert float(direction.dt) == 0.0 and direction.kappa == 300.0
 
 
 def test_traced_parameters_pass_through_jit_vmap_grad_and_tree_maps():

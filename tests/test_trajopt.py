@@ -148,10 +148,11 @@ def test_save_load_roundtrip(tmp_path, short_solution):
 
 def test_diverging_problem_stops_with_status_and_no_nan(short_problem):
     problem = short_problem  # shares its compiled functions
-    # A simulation that produces NaN from the first knot (a NaN joint damping poisons the
-    # mass matrix): the solver stops at once with "diverged" and hands back finite arrays.
-    nan_params = problem.data.params.replace(joint_damping=jnp.asarray(jnp.nan))
-    traj = solve(problem.replace_data(params=nan_params), max_iterations=3, verbose=False)
+    # A simulation that produces NaN from the first knot (a NaN PD gain poisons every torque;
+    # a NaN in StepParams is rejected when built): the solver stops at once with "diverged"
+    # and hands back finite arrays.
+    nan_gains = problem.replace_data(gains=jnp.asarray([jnp.nan, 0.0]))
+    traj = solve(nan_gains, max_iterations=3, verbose=False)
     assert traj.status == "diverged"
     assert np.all(np.isfinite(traj.q)) and not np.isnan(traj.cost)
     # An absurd time step with huge gains: whatever the solver manages, nothing is NaN.
