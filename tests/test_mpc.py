@@ -206,6 +206,7 @@ def test_the_same_mpc_walks_on_mujoco_through_the_interface_for_5_s():
     budget, so the outcome does not depend on this machine's load. The target rate limit is
     30 rad/s on every joint (the default, the joints' velocity limits, holds Go2's calves to
     15.7 rad/s, which the planned swing exceeds). Measured: 0.502 m/s after 1.5 s."""
+    pytest.importorskip("mujoco", reason="the MuJoCo plant needs the `mujoco` extra")
     import dynamics
     from controllers.hardware import control_loop
     from controllers.hardware.backends.mujoco_sim import MuJoCoRobot

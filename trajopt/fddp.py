@@ -26,8 +26,14 @@ stops with status "diverged". Progress (iteration, cost, step, defects, mu) prin
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
+import gc
+import hashlib
+import os
 import time
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -53,19 +59,57 @@ class Compiled:
         self.forward = jax.jit(functools.partial(_forward, problem))
 
 
-_CACHE: dict = {}
+# The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
+# `cache_size()` problem structures, least recently used first out. Why bounded: every structure
+# compiles about 8,000 memory mappings of executable code (measured: 437 -> 8,281 lines of
+# /proc/self/maps for one Solo12 structure), and the kernel kills the process at
+# `vm.max_map_count` (65,530 by default), i.e. after about 8 structures. Dropping a `Compiled`
+# frees its jitted functions and with them their executables (8,281 -> 796 mappings after the
+# drop), so the LRU alone bounds the count; `clear_compiled()` also empties JAX's own caches
+# (`jax.clear_caches()`, which recompiles every other jitted function on its next call).
+DEFAULT_CACHE_SIZE = 4  # structures; 4 x ~8,000 mappings stays far below 65,530
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = [int(os.environ.get("DIFFLOCO_COMPILED_CACHE_SIZE", DEFAULT_CACHE_SIZE))]
+_MODEL_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def model_fingerprint(model) -> str:
+    """Content hash of a robot model: its static fields and every array (dtype, shape, bytes).
+
+    Two models with equal fingerprints trace to the same program, so they may share compiled
+    functions (the arrays are compile-time constants of them); object identity is not used."""
+    cached = _MODEL_FINGERPRINTS.get(model)
+    if cached is not None:
+        return cached
+    h = hashlib.sha256()
+    for f in dataclasses.fields(model):
+        value = getattr(model, f.name)
+        h.update(f.name.encode())
+        if f.metadata.get("static") or value is None:
+            h.update(repr(value).encode())
+        else:
+            a = np.asarray(value)
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+    fingerprint = h.hexdigest()
+    _MODEL_FINGERPRINTS[model] = fingerprint
+    return fingerprint
 
 
 def structure_key(problem: P.Problem):
-    """What must be equal for two problems to share compiled functions."""
+    """What must be equal for two problems to share compiled functions: the robot (name and
+    content hash), the static fields, the knot duration (a constant of the control-rate
+    residual), the weighted terms and the shapes and dtypes of the traced data."""
     data = problem.data
     leaves_shapes = tuple(
         (np.shape(x), str(np.asarray(x).dtype)) for x in jax.tree_util.tree_leaves(data)
     )
     return (
-        id(problem.model),
+        problem.model.name,
+        model_fingerprint(problem.model),
         problem.horizon,
         problem.substeps,
+        problem.dt_knot,
         problem.contact,
         problem.num_sweeps,
         problem.control,
@@ -76,10 +120,49 @@ def structure_key(problem: P.Problem):
 
 
 def compiled(problem: P.Problem) -> Compiled:
+    """The `Compiled` of `problem`'s structure, from the LRU cache (built on a miss; the least
+    recently used structure is dropped when the cache holds more than `cache_size()`)."""
     key = structure_key(problem)
-    if key not in _CACHE:
-        _CACHE[key] = Compiled(problem)
-    return _CACHE[key]
+    fn = _CACHE.get(key)
+    if fn is not None:
+        _CACHE.move_to_end(key)
+        return fn
+    fn = _CACHE[key] = Compiled(problem)
+    _evict()
+    return fn
+
+
+def cache_size() -> int:
+    """How many problem structures stay compiled (default `DEFAULT_CACHE_SIZE`, or the
+    environment variable `DIFFLOCO_COMPILED_CACHE_SIZE`)."""
+    return _CACHE_SIZE[0]
+
+
+def set_cache_size(size: int) -> None:
+    """Keep at most `size` (>= 1) problem structures compiled; evicts at once if needed."""
+    if int(size) < 1:
+        raise ValueError(f"the compiled cache holds at least one structure, got {size}")
+    _CACHE_SIZE[0] = int(size)
+    _evict()
+
+
+def _evict() -> None:
+    dropped = False
+    while len(_CACHE) > _CACHE_SIZE[0]:
+        _CACHE.popitem(last=False)
+        dropped = True
+    if dropped:
+        gc.collect()  # free the executables now, not at the next collection
+
+
+def clear_compiled(jax_caches: bool = True) -> None:
+    """Drop every compiled problem structure and, with `jax_caches`, JAX's own compilation and
+    tracing caches (`jax.clear_caches()`: every other jitted function recompiles on its next
+    call). The persistent on-disk cache is not touched."""
+    _CACHE.clear()
+    gc.collect()
+    if jax_caches:
+        jax.clear_caches()
 
 
 def _index(tree, t):
