@@ -5,11 +5,12 @@
 
 Linearisation (forward-mode `jacfwd` of each knot's contact step and residuals, in tangent
 space: `A, B, r, R_x, R_u`) is about two thirds of an FDDP iteration (BENCHMARKS.md,
-"Trajectory optimisation vs Crocoddyl"). `trajopt.fddp` calls one jitted knot linearisation
-per knot from Python; the obvious alternatives put every knot in one jitted call:
+"Trajectory optimisation vs Crocoddyl"). The layouts:
 
-    loop   T calls of the jitted knot function (what `solve_fddp` does), arrays stacked on host
-    map    one call, `lax.map` over the knots (sequential inside XLA)
+    loop   T calls of the jitted knot function from Python, arrays stacked on the host (what
+           `solve_fddp` did before issue 15)
+    map    one call, `lax.map` over the knots (sequential inside XLA; `solve_fddp`'s layout,
+           `trajopt.fddp._linearize_all(layout="map")`)
     vmap   one call, `vmap` over the knots (the knots batched inside XLA)
 
 Problem: the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 sweeps),
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import sys
 import time
@@ -33,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def measure(layout: str, repeats: int) -> dict:
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     from trajopt import fddp
@@ -46,21 +47,18 @@ def measure(layout: str, repeats: int) -> dict:
     xs, _, _ = fn.rollout(pr.data, us)
     T = pr.horizon
 
-    def loop():  # the solver's own (the terminal knot, which no layout batches, left out)
-        return list(fddp.linearize_all(fn, pr.data, xs, us)[:5])
+    def loop():  # one jitted call per knot (the terminal knot left out: the same in all)
+        xs_host, us_host = jax.tree_util.tree_map(np.asarray, xs), np.asarray(us)
+        lin = [fn.linearize(pr.data, fddp._index(xs_host, t), us_host[t], t) for t in range(T)]
+        return [np.stack([np.asarray(x[i]) for x in lin]) for i in range(5)]
 
-    def knot(data, xs_, us_, t):
-        return fddp._linearize_knot(pr, data, fddp._index(xs_, t), us_[t], t)
-
-    if layout == "map":
-        batched = jax.jit(lambda d, x, u: jax.lax.map(lambda t: knot(d, x, u, t), jnp.arange(T)))
-    elif layout == "vmap":
-        batched = jax.jit(lambda d, x, u: jax.vmap(lambda t: knot(d, x, u, t))(jnp.arange(T)))
+    if layout != "loop":
+        batched = jax.jit(functools.partial(fddp._linearize_all, pr, layout=layout))
 
     def run():
         if layout == "loop":
             return loop()
-        return [np.asarray(a) for a in batched(pr.data, xs, us)]
+        return [np.asarray(a) for a in batched(pr.data, xs, us)[:5]]
 
     start = time.perf_counter()
     out = run()
@@ -103,9 +101,10 @@ def render(rows, command: str) -> str:
         )
     lines += [
         "",
-        "`loop` is what `trajopt.fddp.solve_fddp` does. A layout would replace it only if it "
-        "were faster without costing much more compilation: every problem structure (each "
-        "test, the MPC, each gait-library robot) compiles the linearisation once.",
+        "`map` is what `trajopt.fddp.solve_fddp` does (since issue 15; `loop` before). A "
+        "layout is worth it only if it is faster without costing much more compilation: every "
+        "problem structure (each test, the MPC, each gait-library robot) compiles the "
+        "linearisation once.",
     ]
     return "\n".join(lines)
 

@@ -22,9 +22,10 @@ starts, and `taskset -c 0` for the Crocoddyl subprocess; `--no-pin` to skip):
      per-iteration wall times, from a callback timestamp after each accepted iteration), and
      time to solution (to within 1 % of the cost reached by the whole budget, and the solver's
      own convergence if it stops early);
-   - a third, instrumented solve splits the iteration time into linearisation (the per-knot
-     jitted `jacfwd` calls, each waited for), the backward pass (NumPy Riccati) and the line
-     search (forward rollouts + cost evaluations); the rest (stacking, Python) is "other";
+   - a third, instrumented solve splits the iteration time into linearisation (one jitted
+     call: `jacfwd` of every knot), the backward pass (a jitted `lax.scan` Riccati recursion)
+     and the line search (one jitted call: forward rollouts + cost evaluations until a step is
+     accepted); the rest (Python, host transfers) is "other";
    - an MPC-like warm-started re-solve: the problem advanced by one knot (x0 = the solution's
      state at knot 1, references shifted) from `init=trajectory.shifted(1)`.
    Whether the PD at dt = 10 ms with one substep is stable (a 3 s open-loop standing rollout
@@ -162,35 +163,35 @@ def split_solve(problem, max_iterations):
     acc = {"setup": 0.0, "linearisation": 0.0, "backward": 0.0, "line_search": 0.0}
     counts = {"linearize_calls": 0, "backward_passes": 0, "forward_rollouts": 0}
 
-    def wrap(f, cat, count):
+    def wrap(f, cat, count, per_call):
         def g(*args, **kwargs):
             t = time.perf_counter()
             out = f(*args, **kwargs)
             jax.block_until_ready(out)
-            # the rollout and evaluation before the first linearisation are the solve's setup
-            key = "setup" if cat == "line_search" and not counts["linearize_calls"] else cat
-            acc[key] += time.perf_counter() - t
+            acc[cat] += time.perf_counter() - t
             if count:
-                counts[count] += 1
+                counts[count] += per_call(out)
             return out
 
         return g
 
-    names = ("rollout", "linearize", "linearize_terminal", "forward", "evaluate")
+    # one call each per iteration (the line search and backward pass again per raised mu)
+    names = ("rollout", "evaluate", "linearize_all", "backward", "line_search")
     saved = {n: getattr(fn, n) for n in names}
-    saved_bp = fddp.backward_pass
-    fn.rollout = wrap(saved["rollout"], "setup", None)
-    fn.linearize = wrap(saved["linearize"], "linearisation", "linearize_calls")
-    fn.linearize_terminal = wrap(saved["linearize_terminal"], "linearisation", None)
-    fn.forward = wrap(saved["forward"], "line_search", "forward_rollouts")
-    fn.evaluate = wrap(saved["evaluate"], "line_search", None)
-    fddp.backward_pass = wrap(saved_bp, "backward", "backward_passes")
+    fn.rollout = wrap(saved["rollout"], "setup", None, None)
+    fn.evaluate = wrap(saved["evaluate"], "setup", None, None)
+    fn.linearize_all = wrap(
+        saved["linearize_all"], "linearisation", "linearize_calls", lambda _: problem.horizon
+    )
+    fn.backward = wrap(saved["backward"], "backward", "backward_passes", lambda _: 1)
+    fn.line_search = wrap(
+        saved["line_search"], "line_search", "forward_rollouts", lambda out: int(out[1])
+    )
     try:
         traj, stats = timed_solve(problem, None, max_iterations)
     finally:
         for n, f in saved.items():
             setattr(fn, n, f)
-        fddp.backward_pass = saved_bp
     its = max(stats["iterations"], 1)
     setup = acc.pop("setup")
     out = {k: v / its for k, v in acc.items()}
@@ -507,17 +508,16 @@ def targets(results: dict, s) -> list[str]:
         "(generic ABA, foot kinematics and Jacobians, Delassus matrix, the Gauss-Seidel sweeps "
         "of the contact solve, the PD), so a Jacobian costs tens of forward steps; Crocoddyl "
         "evaluates hand-derived analytic derivatives (Pinocchio's ABA derivatives, about "
-        "15 us) of a rigid-contact KKT dynamics with no iterative contact solve. The Python "
-        "side (one jitted call per knot, ~6 us dispatch each, stacking 5 x 56 small arrays) is "
-        "in `other`; the NumPy backward pass is small. Line-search rollouts are cheap per trial "
+        "15 us) of a rigid-contact KKT dynamics with no iterative contact solve. An "
+        "iteration is three jitted calls (all knots linearised with `lax.map`, the Riccati "
+        "recursion as a `lax.scan`, the line search's trials in one `while_loop`); `other` is "
+        "the Python around them and host transfers. Line-search rollouts are cheap per trial "
         "but several trials per iteration are common from a standing start.",
-        "- Where to gain (not done here; `trajopt/` is owned elsewhere): linearise all knots in "
-        "one jitted call (`lax.map` over knots; ENVIRONMENT.md: `vmap(jacfwd)` scaled badly "
-        "here), which removes the per-knot Python loop and the stacking; implicit-function "
-        "derivatives of the contact solve instead of differentiating through every sweep; "
-        "fewer sweeps or float32 inside the linearisation; reverse-mode/VJP products for the "
-        "Gauss-Newton terms instead of full residual Jacobians; the backward pass in a jitted "
-        "`lax.scan`.",
+        "- Where to gain: implicit-function derivatives of the contact solve instead of "
+        "differentiating through every sweep (issue 15, item 1); cheaper rigid-body "
+        "derivatives (item 2); fewer sweeps or float32 inside the linearisation; "
+        "reverse-mode/VJP products for the Gauss-Newton terms instead of full residual "
+        "Jacobians.",
         "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
         "averages); both solvers were pinned to core 0, which others could also use. Wall "
         "numbers are medians; CPU-time ratios are given next to wall ratios. Ratios of 10x and "

@@ -22,6 +22,12 @@ residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
 
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
+
+Compiled (issue 15): an iteration is three jitted calls, with no per-knot Python: every knot
+linearised in one call (`lax.map`), the backward pass as a float64 `lax.scan` (it returns a
+flag when a `Q_uu` is not positive definite; the Python loop then raises `mu`), and the line
+search's trials in one call (a `while_loop` over `ALPHAS` that stops at the first accepted
+step). The jitted functions of a problem structure are cached (`compiled`, a bounded LRU).
 """
 
 from __future__ import annotations
@@ -48,7 +54,13 @@ MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coo
 
 # ----------------------------------------------------------------------------- compiled pieces
 class Compiled:
-    """The jitted functions of one problem structure (data is always an argument)."""
+    """The jitted functions of one problem structure (data is always an argument).
+
+    An FDDP iteration is three calls, none per knot: `linearize_all` (every knot), `backward`
+    (the Riccati recursion, again with a larger `mu` if `Q_uu` is not positive definite) and
+    `line_search` (all step lengths, stopping at the first accepted one). `linearize` (one
+    knot), `linearize_terminal` and `forward` (one step length) are the pieces, for tests and
+    benchmarks; each compiles only when first called."""
 
     def __init__(self, problem: P.Problem):
         self.problem = problem
@@ -57,6 +69,9 @@ class Compiled:
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
+        self.linearize_all = jax.jit(functools.partial(_linearize_all, problem))
+        self.backward = jax.jit(_backward)
+        self.line_search = jax.jit(functools.partial(_line_search, problem))
 
 
 # The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
@@ -262,38 +277,102 @@ def _forward(problem, data, xs, us, k, K, defects, alpha):
     return xs_new, u_new
 
 
-# ----------------------------------------------------------------------------- backward pass
-def backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu):
-    """Riccati recursion (NumPy float64). Returns `(k, K, dV1, dV2)` or None if `Q_uu` is not
-    positive definite. `dV1 = sum k^T Q_u`, `dV2 = sum k^T Q_uu k` (expected-change model)."""
-    T, nx, nu = B.shape
-    k = np.zeros((T, nu))
-    K = np.zeros((T, nu, nx))
-    Vx = RT.T @ rT
-    Vxx = RT.T @ RT
-    dV1 = dV2 = 0.0
-    eye = np.eye(nu)
-    for t in range(T - 1, -1, -1):
-        vx = Vx + Vxx @ defects[t + 1]
-        Qx = Rx[t].T @ r[t] + A[t].T @ vx
-        Qu = Ru[t].T @ r[t] + B[t].T @ vx
-        VA = Vxx @ A[t]
-        Qxx = Rx[t].T @ Rx[t] + A[t].T @ VA
-        Quu = Ru[t].T @ Ru[t] + B[t].T @ Vxx @ B[t] + mu * eye
-        Qux = Ru[t].T @ Rx[t] + B[t].T @ VA
-        try:
-            chol = np.linalg.cholesky(Quu)
-        except np.linalg.LinAlgError:
-            return None
-        solve = lambda b, c=chol: np.linalg.solve(c.T, np.linalg.solve(c, b))  # noqa: E731
-        k[t] = -solve(Qu)
-        K[t] = -solve(Qux)
-        dV1 += k[t] @ Qu
-        dV2 += k[t] @ Quu @ k[t]
-        Vx = Qx + K[t].T @ Quu @ k[t] + K[t].T @ Qu + Qux.T @ k[t]
-        Vxx = Qxx + K[t].T @ Quu @ K[t] + K[t].T @ Qux + Qux.T @ K[t]
+LINEARIZE_LAYOUTS = ("map", "vmap")
+
+
+def _linearize_all(problem, data, xs, us, layout: str = "map"):
+    """Every knot's linearisation in one call: `(A (T, nx, nx), B (T, nx, nu), r (T, nr),
+    R_x (T, nr, nx), R_u (T, nr, nu), r_T (nr_T,), R_T (nr_T, nx))`.
+
+    layout="map": `lax.map` over the knots (one knot's program, run T times inside XLA);
+    layout="vmap": the knots batched. `map` is the solver's: `benchmarks/bench_linearize.py`
+    measured vmap at 0.3-0.8x the time but 20-25 s more compilation per problem structure."""
+    if layout not in LINEARIZE_LAYOUTS:
+        raise ValueError(f"layout must be one of {LINEARIZE_LAYOUTS}, got {layout!r}")
+    T = problem.horizon
+
+    def knot(t):
+        return _linearize_knot(problem, data, _index(xs, t), us[t], t)
+
+    knots = jnp.arange(T)
+    A, B, r, Rx, Ru = jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
+    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
+    return A, B, r, Rx, Ru, rT, RT
+
+
+def _backward(lin, defects, mu):
+    """Riccati recursion (float64 `lax.scan` from the last knot). `lin` is `_linearize_all`'s
+    output, `defects (T+1, nx)`, `mu` the regularisation of `Q_uu`.
+
+    Returns `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)`: `dV1 = sum k^T Q_u`,
+    `dV2 = sum k^T Q_uu k` (the expected-change model); `ok` is False when a `Q_uu` is not
+    positive definite (its Cholesky factor is not finite): the caller raises `mu`."""
+    A, B, r, Rx, Ru, rT, RT = lin
+    nu = B.shape[2]
+    eye = jnp.eye(nu, dtype=B.dtype)
+
+    def step(carry, knot):
+        Vx, Vxx, dV1, dV2, ok = carry
+        A_t, B_t, r_t, Rx_t, Ru_t, f_next = knot
+        vx = Vx + Vxx @ f_next
+        Qx = Rx_t.T @ r_t + A_t.T @ vx
+        Qu = Ru_t.T @ r_t + B_t.T @ vx
+        VA = Vxx @ A_t
+        Qxx = Rx_t.T @ Rx_t + A_t.T @ VA
+        Quu = Ru_t.T @ Ru_t + B_t.T @ Vxx @ B_t + mu * eye
+        Qux = Ru_t.T @ Rx_t + B_t.T @ VA
+        chol = jnp.linalg.cholesky(Quu)
+        gains = -jax.scipy.linalg.cho_solve((chol, True), jnp.concatenate([Qu[:, None], Qux], 1))
+        k, K = gains[:, 0], gains[:, 1:]
+        Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
+        Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
         Vxx = 0.5 * (Vxx + Vxx.T)
-    return k, K, dV1, dV2
+        ok = ok & jnp.all(jnp.isfinite(chol))
+        return (Vx, Vxx, dV1 + k @ Qu, dV2 + k @ Quu @ k, ok), (k, K)
+
+    zero = jnp.zeros((), dtype=B.dtype)
+    init = (RT.T @ rT, RT.T @ RT, zero, zero, jnp.array(True))
+    (_, _, dV1, dV2, ok), (k, K) = jax.lax.scan(
+        step, init, (A, B, r, Rx, Ru, defects[1:]), reverse=True
+    )
+    return k, K, dV1, dV2, ok
+
+
+def _merit_of(cost, defects):
+    """`cost + nu sum_t |f_t|_1` (the line search's merit)."""
+    return cost + MERIT_DEFECT_WEIGHT * jnp.sum(jnp.abs(defects))
+
+
+def _line_search(problem, data, xs, us, k, K, defects, merit_old):
+    """Try the step lengths `ALPHAS` in order inside one call (`lax.while_loop`) and stop at
+    the first whose trial is finite and decreases the merit below `merit_old`.
+
+    Returns `(index, trials, trial)`: the accepted step's index in `ALPHAS` (-1 if none),
+    how many trials ran, and the last trial's `(xs, us, cost, terms, defects, forces, taus)`.
+    A loop rather than a `vmap` over the step lengths: the first step is usually accepted
+    (BENCHMARKS.md counts 1-5 trials per iteration on the trots), and a batch would always
+    pay for all seven."""
+    alphas = jnp.asarray(ALPHAS, dtype=defects.dtype)
+
+    def trial(i):
+        xs_t, us_t = _forward(problem, data, xs, us, k, K, defects, alphas[i])
+        cost, terms, d, forces, taus = _evaluate(problem, data, xs_t, us_t)
+        finite = jnp.isfinite(cost) & jnp.all(jnp.isfinite(d))
+        return finite & (_merit_of(cost, d) < merit_old), (xs_t, us_t, cost, terms, d, forces, taus)
+
+    def cond(carry):
+        i, accepted, _ = carry
+        return (~accepted) & (i < len(ALPHAS))
+
+    def body(carry):
+        i, _, _ = carry
+        accepted, out = trial(i)
+        return i + 1, accepted, out
+
+    shapes = jax.eval_shape(lambda: trial(0)[1])
+    empty = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    trials, accepted, out = jax.lax.while_loop(cond, body, (0, jnp.array(False), empty))
+    return jnp.where(accepted, trials - 1, -1), trials, out
 
 
 # ----------------------------------------------------------------------------- the solver
@@ -302,16 +381,9 @@ def _to_numpy_tree(tree):
 
 
 def linearize_all(fn: Compiled, data, xs, us):
-    """Every knot's linearisation, stacked on the host: `(A (T, nx, nx), B (T, nx, nu),
-    r (T, nr), R_x (T, nr, nx), R_u (T, nr, nu), r_T, R_T)`, one jitted call per knot
-    (`benchmarks/bench_linearize.py` measures the batched alternatives)."""
-    T = fn.problem.horizon
-    # slice on the host: indexing a device array dispatches one op per leaf and knot
-    xs_host, us_host = _to_numpy_tree(xs), np.asarray(us)
-    lin = [fn.linearize(data, _index(xs_host, t), us_host[t], t) for t in range(T)]
-    A, B, r, Rx, Ru = (np.stack([np.asarray(x[i]) for x in lin]) for i in range(5))
-    rT, RT = (np.asarray(a) for a in fn.linearize_terminal(data, _index(xs_host, T)))
-    return A, B, r, Rx, Ru, rT, RT
+    """Every knot's linearisation on the host (NumPy): `fn.linearize_all`, one jitted call
+    (see `_linearize_all` for the arrays)."""
+    return tuple(np.asarray(a) for a in fn.linearize_all(data, xs, us))
 
 
 def _merit(cost, defects):
@@ -362,7 +434,7 @@ def solve_fddp(
         print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10}")
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     for iteration in range(1, max_iterations + 1):
-        A, B, r, Rx, Ru, rT, RT = linearize_all(fn, data, xs, us)
+        lin = fn.linearize_all(data, xs, us)
         accepted = False
         first_expected = None  # the model's predicted change at the least regularisation
         out_of_time = False
@@ -370,25 +442,19 @@ def solve_fddp(
             if time_budget is not None and time.perf_counter() - start > time_budget:
                 out_of_time = True  # keep the current iterate; do not search further
                 break
-            bp = backward_pass(A, B, r, Rx, Ru, rT, RT, defects, mu)
-            if bp is None:
+            k, K, dV1, dV2, ok = fn.backward(lin, defects, mu)
+            if not bool(ok):
                 mu *= 10.0
                 continue
-            k, K, dV1, dV2 = bp
+            dV1 = float(dV1)
             if first_expected is None:
                 first_expected = abs(dV1)
-            merit_old = _merit(cost, defects)
-            for alpha in ALPHAS:
-                xs_try, us_try = fn.forward(data, xs, us, k, K, defects, alpha)
-                c_try, terms_try, d_try, f_try, t_try = fn.evaluate(data, xs_try, us_try)
-                c_try = float(c_try)
-                d_try = np.asarray(d_try)
-                if not (np.isfinite(c_try) and np.all(np.isfinite(d_try))):
-                    continue
-                if _merit(c_try, d_try) < merit_old:
-                    accepted = True
-                    break
-            if not accepted:
+            index, _, trial = fn.line_search(data, xs, us, k, K, defects, _merit(cost, defects))
+            index = int(index)
+            if index >= 0:
+                accepted = True
+                alpha = ALPHAS[index]
+            else:
                 mu *= 10.0
         if out_of_time and not accepted:
             status = "time_budget"
@@ -402,15 +468,8 @@ def solve_fddp(
             feasible = float(np.sum(np.abs(defects))) < defect_tolerance
             status = "converged" if stationary and feasible else "line_search_failed"
             break
-        xs, us, cost, terms, defects, forces, taus = (
-            xs_try,
-            us_try,
-            c_try,
-            terms_try,
-            d_try,
-            f_try,
-            t_try,
-        )
+        xs, us, cost, terms, defects, forces, taus = trial
+        cost, defects = float(cost), np.asarray(defects)
         mu = max(mu / 10.0, 1e-9)
         gaps = float(np.sum(np.abs(defects)))
         record = {

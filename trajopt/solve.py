@@ -18,7 +18,10 @@ import numpy as np
 
 from . import fddp
 from . import problem as P
+from .compile_cache import enable_persistent_cache
 from .trajectory import Trajectory
+
+enable_persistent_cache()  # executables saved on disk: a second run does not compile again
 
 SOLVERS = ("fddp", "lbfgs", "ipopt")
 SHOOTING = ("single", "multiple")
