@@ -115,8 +115,13 @@ def test_many_structures_in_one_process_keep_mappings_and_memory_bounded():
         rss.append(_rss_mb())
     keys = {fddp.structure_key(_tiny(r, "trot", k, c)) for r, c, k in structures}
     assert len(keys) == len(structures)
-    warm = fddp.cache_size() + 1  # the cache is full (and has evicted once) from here
     print("mappings", maps, "rss MB", [round(x) for x in rss], "limit", limit)
     assert max(maps) < 0.75 * limit, maps
-    assert max(maps[warm:]) < 1.25 * maps[warm - 1], maps
-    assert max(rss[warm:]) < 1.5 * rss[warm - 1], rss
+    # What one structure adds while the cache fills (structures 2 to cache_size + 1; the
+    # first also pays JAX's start-up): kept structures alone would add 18 of these.
+    warm = fddp.cache_size() + 1
+    kept = fddp.cache_size() + 2  # the cache, the structure being built, one of slack
+    map_step = max(max(np.diff(maps[:warm])), 1000)  # floors: noise, not growth
+    rss_step = max(max(np.diff(rss[:warm])), 100.0)
+    assert max(maps) < maps[0] + kept * map_step, (maps, map_step)
+    assert max(rss) < rss[0] + kept * rss_step, (rss, rss_step)
