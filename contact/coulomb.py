@@ -203,7 +203,7 @@ def solve_impulses(
     active_weight=None,
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
-    derivatives: str = "implicit",
+    derivatives: str = "unrolled",
 ):
     """Contact impulses by the paper's fixed number of projected (prox) sweeps.
 
@@ -215,9 +215,9 @@ def solve_impulses(
             `s_j = sigmoid(-kappa g_j)` for the smooth one.
         num_sweeps: static number of sweeps (each visits every contact once).
         method: "gauss_seidel" (contacts updated in turn, latest values) or "jacobi" (all at once).
-        derivatives: "implicit" (default): derivatives of the exact solution of the fixed point
-            at the returned iterate (implicit function theorem, below); "unrolled": automatic
-            differentiation through every sweep (the previous behaviour, kept for comparison).
+        derivatives: "unrolled" (default): automatic differentiation through every sweep, the
+            derivative of the computed iterate; "implicit": the derivative of the exact solution
+            of the fixed point at the returned iterate (implicit function theorem, below).
 
     Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
     `jacobi_steps`:

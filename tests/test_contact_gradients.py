@@ -40,21 +40,6 @@ BOX_SIZE = (0.2, 0.1, 0.05)
 BOX_HALF_HEIGHT = BOX_SIZE[2] / 2
 NO_TORQUE = jnp.zeros(0)  # a free body has no actuated joint
 NUM_STEPS = 200
-# Sweeps at which the impulse solve has converged (residual < 1e-15 m/s on the box and Solo12
-# cases below): `step`'s implicit derivatives are those of the exact contact solution, so finite
-# differences of the computed step agree with them to the tests' tolerances only there.
-# `tests/test_implicit_derivatives.py` measures the gap at the solvers' own sweep counts.
-CONVERGED_SWEEPS = 200
-# The sliding box's four bottom corners are coplanar: their normal impulses are statically
-# indeterminate. The hard solve still converges (residual 4e-18 m/s); the smooth one does not
-# (the weights' `1 - w ~ 2e-5` makes the split barely determinate and the residual stalls at
-# 1e-6 m/s even after 1000 sweeps), so there the test checks the derivative of the computed
-# iterate (`derivatives="unrolled"`), which is what finite differences of it see.
-BOX_STEP_OPTIONS = {
-    "hard": {"num_sweeps": CONVERGED_SWEEPS},
-    "smooth": {"derivatives": "unrolled"},
-    "penalty": {},
-}
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +100,7 @@ def _fixed_mode_box(box, params, contact):
     def f(x):
         p, model = _scaled(params, box, x[12:])
         s = State(dynamics.integrate(box, s0.q, x[:6]), x[6:12])
-        s_next, _ = step(model, p, s, NO_TORQUE, contact=contact, **BOX_STEP_OPTIONS[contact])
+        s_next, _ = step(model, p, s, NO_TORQUE, contact=contact)
         return jnp.concatenate([dynamics.difference(box, q_ref, s_next.q), s_next.v])
 
     return f, jnp.concatenate([jnp.zeros(6), s0.v, jnp.zeros(7)])
@@ -371,7 +356,7 @@ def test_robot_step_check_grads(solo12, params, contact):
     def f(dq, v, tau, log_m):
         p, scaled_model = _scaled(params, model, log_m)
         s = State(dynamics.integrate(model, q0, dq), v)
-        s_next, _ = step(scaled_model, p, s, tau, contact=contact, num_sweeps=CONVERGED_SWEEPS)
+        s_next, _ = step(scaled_model, p, s, tau, contact=contact)
         return jnp.concatenate([dynamics.difference(model, q0, s_next.q), s_next.v])
 
     args = (jnp.zeros(model.nv), v0, tau0, jnp.zeros(7))

@@ -247,15 +247,10 @@ def test_gradients_finite_through_50_sweeps(method="gauss_seidel"):
 
 
 def test_check_grads_smooth_configuration():
-    """Away from mode switches the solution map is smooth; AD through the sweeps
-    (`derivatives="unrolled"`, the derivative of the computed iterate) matches finite
-    differences in forward and reverse mode."""
+    """Away from mode switches the solution map is smooth; AD through the sweeps matches
+    finite differences in forward and reverse mode."""
     g, c = _random_problem(seed=2)
     mu = jnp.array([0.3, 0.8, 0.5, 1.0])
     w = jnp.array([1.0, 0.9, 0.8, 1.0])
-    f = jax.jit(
-        lambda g, c, mu, w: coulomb.solve_impulses(
-            g, c, mu, w, num_sweeps=30, derivatives="unrolled"
-        )[0]
-    )
+    f = jax.jit(lambda g, c, mu, w: coulomb.solve_impulses(g, c, mu, w, num_sweeps=30)[0])
     check_grads(f, (g, c, mu, w), order=1, modes=["fwd", "rev"], eps=1e-6, atol=1e-6, rtol=1e-6)

@@ -286,7 +286,7 @@ def test_step_implicit_jacobian_under_vmap_and_reverse_mode(go2):
     def jac_at(q0, x):
         def g(x):
             s = State(dynamics.integrate(go2, q0, x[: go2.nv]), x[go2.nv : 2 * go2.nv])
-            nxt, _ = step(go2, params, s, x[2 * go2.nv :], contact="smooth")
+            nxt, _ = step(go2, params, s, x[2 * go2.nv :], contact="smooth", derivatives="implicit")
             return jnp.concatenate([dynamics.difference(go2, q0, nxt.q), nxt.v])
 
         return jax.jacfwd(g)(x), jax.jacrev(g)(x)
@@ -311,7 +311,10 @@ def test_box_on_four_coplanar_corners_singular_system_is_finite_and_exact():
 
     def f(x):
         s = State(dynamics.integrate(box, s0.q, x[:6]), x[6:])
-        nxt, _ = step(box, params, s, jnp.zeros(0), contact="hard", num_sweeps=CONVERGED)
+        nxt, _ = step(
+            box, params, s, jnp.zeros(0), contact="hard", num_sweeps=CONVERGED,
+            derivatives="implicit",
+        )  # fmt: skip
         return nxt.v
 
     x0 = jnp.concatenate([jnp.zeros(6), s0.v])
