@@ -124,13 +124,16 @@ def test_solve_jacobian_matches_finite_differences_and_unrolled(standing_delassu
     g, c = standing_delassus, jnp.asarray(c)
     mu, w = jnp.full(4, MU), jnp.asarray(WEIGHTS[model])
     x = _flat_inputs(g, c, mu, w)
-    implicit = jit(lambda x: _solve("implicit")(*_unflat(x)))
+    def solution(x):
+        return _solve("implicit")(*_unflat(x))
+
+    implicit = jit(solution)
     p, info = coulomb.solve_impulses(g, c, mu, w, CONVERGED)
     assert float(info["residual"]) < 1e-12
     assert _modes(p / w[:, None], mu) == expected
 
-    j_implicit = jit(jax.jacfwd(implicit))(x)
-    j_reverse = jit(jax.jacrev(implicit))(x)
+    j_implicit = jit(jax.jacfwd(solution))(x)
+    j_reverse = jit(jax.jacrev(solution))(x)
     j_unrolled = jit(jax.jacfwd(lambda x: _solve("unrolled")(*_unflat(x))))(x)
     j_fd = _central_differences(implicit, x)
     _close(j_implicit, j_fd)
