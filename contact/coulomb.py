@@ -146,7 +146,8 @@ DERIVATIVES = ("implicit", "unrolled")
 
 
 # Singular values of the tangent map below this fraction of the largest are treated as zero.
-# Measured (`tests/test_implicit_derivatives.py`): 0.07-0.24 at the smallest on the trot knots
+# Measured once by hand (SVD of the tangent map; no test repeats it): smallest 0.07-0.24 on the
+# trot knots
 # of ANYmal C, Go2 and Solo12; exactly 0 for a box sliding on four coplanar corners under the
 # hard model (the normal impulses are statically indeterminate), and 4e-6 under the smooth one,
 # where the weights' `1 - w ~ 2e-5` makes the split barely determinate: the sweeps never resolve
