@@ -1,0 +1,419 @@
+"""Unitree SDK 2 message types for Go2's low level over DDS, written here, and the LowCmd CRC.
+
+The types match the `unitree_go` and `unitree_api` IDL field for field, in the same order, with
+the same DDS type names (`unitree_go::msg::dds_::LowCmd_`, ...) and the same extensibility
+(`@final`, sequential ids), so Cyclone DDS 0.10.2 peers (the robot, `unitree_mujoco`, Unitree's
+own SDKs) match our readers and writers and decode our samples. Topics:
+
+    rt/lowcmd          LowCmd_          controller -> robot, 500 Hz
+    rt/lowstate        LowState_        robot -> controller, 500 Hz
+    rt/sportmodestate  SportModeState_  robot -> controller: the sport service's state estimate
+                                        (unitree_mujoco: the simulator's true base state)
+    rt/api/motion_switcher/request|response   Request_ / Response_ (JSON RPC of the services)
+
+The CRC. Every LowCmd carries `crc` = CRC-32 (polynomial 0x04C11DB7, initial value 0xFFFFFFFF,
+bits taken most significant first, no reflection, no final XOR) over the message laid out as the
+C struct of the same IDL on a little-endian machine (natural alignment, padding bytes zero),
+read as little-endian 32-bit words, all but the last (the CRC itself):
+
+    words = unpack("<N I", c_struct_bytes)[: N - 1],   N = sizeof(LowCmd_) / 4 = 812 / 4
+
+`c_layout` computes that layout from the dataclass fields (LowCmd_ 812 bytes, LowState_ 1180),
+`crc32_words` the CRC, through zlib: the same polynomial run reflected equals ours on
+bit-reversed bytes, bit-reversed back (`tests/test_go2_dds.py` checks it against a bit-by-bit
+implementation of the definition and against a value from Unitree's own library).
+
+Needs `cyclonedds==0.10.2` (the `go2` extra; see the README for the system package). No
+`from __future__ import annotations` here: Cyclone DDS reads the field types at run time.
+"""
+
+import struct
+import typing
+import zlib
+from dataclasses import dataclass, fields
+
+import numpy as np
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import annotations as annotate
+from cyclonedds.idl import types
+
+u8, u16, u32, i16, i32, i64, f32 = (
+    types.uint8, types.uint16, types.uint32, types.int16, types.int32, types.int64, types.float32
+)  # fmt: skip
+array, sequence = types.array, types.sequence
+
+HEAD = (0xFE, 0xEF)  # LowCmd_.head
+LEVEL_LOW = 0xFF  # LowCmd_.level_flag: low-level control
+MOTOR_SERVO = 0x01  # MotorCmd_.mode: PD servo; 0x00: motor off (no torque)
+NUM_MOTORS = 20  # slots in the motor arrays; Go2 uses 0-11
+
+
+# --------------------------------------------------------------------------- unitree_go
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class MotorCmd_(IdlStruct, typename="unitree_go.msg.dds_.MotorCmd_"):
+    mode: u8
+    q: f32
+    dq: f32
+    tau: f32
+    kp: f32
+    kd: f32
+    reserve: array[u32, 3]
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class BmsCmd_(IdlStruct, typename="unitree_go.msg.dds_.BmsCmd_"):
+    off: u8
+    reserve: array[u8, 3]
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class LowCmd_(IdlStruct, typename="unitree_go.msg.dds_.LowCmd_"):
+    head: array[u8, 2]
+    level_flag: u8
+    frame_reserve: u8
+    sn: array[u32, 2]
+    version: array[u32, 2]
+    bandwidth: u16
+    motor_cmd: array[MotorCmd_, 20]
+    bms_cmd: BmsCmd_
+    wireless_remote: array[u8, 40]
+    led: array[u8, 12]
+    fan: array[u8, 2]
+    gpio: u8
+    reserve: u32
+    crc: u32
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class IMUState_(IdlStruct, typename="unitree_go.msg.dds_.IMUState_"):
+    quaternion: array[f32, 4]  # [w, x, y, z], base to world
+    gyroscope: array[f32, 3]  # [rad/s], base frame
+    accelerometer: array[f32, 3]  # [m/s^2], specific force, base frame
+    rpy: array[f32, 3]  # [rad]
+    temperature: u8
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class MotorState_(IdlStruct, typename="unitree_go.msg.dds_.MotorState_"):
+    mode: u8
+    q: f32
+    dq: f32
+    ddq: f32
+    tau_est: f32
+    q_raw: f32
+    dq_raw: f32
+    ddq_raw: f32
+    temperature: u8
+    lost: u32
+    reserve: array[u32, 2]
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class BmsState_(IdlStruct, typename="unitree_go.msg.dds_.BmsState_"):
+    version_high: u8
+    version_low: u8
+    status: u8
+    soc: u8
+    current: i32
+    cycle: u16
+    bq_ntc: array[u8, 2]
+    mcu_ntc: array[u8, 2]
+    cell_vol: array[u16, 15]
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class LowState_(IdlStruct, typename="unitree_go.msg.dds_.LowState_"):
+    head: array[u8, 2]
+    level_flag: u8
+    frame_reserve: u8
+    sn: array[u32, 2]
+    version: array[u32, 2]
+    bandwidth: u16
+    imu_state: IMUState_
+    motor_state: array[MotorState_, 20]
+    bms_state: BmsState_
+    foot_force: array[i16, 4]
+    foot_force_est: array[i16, 4]
+    tick: u32  # [ms] robot clock
+    wireless_remote: array[u8, 40]
+    bit_flag: u8
+    adc_reel: f32
+    temperature_ntc1: u8
+    temperature_ntc2: u8
+    power_v: f32
+    power_a: f32
+    fan_frequency: array[u16, 4]
+    reserve: u32
+    crc: u32
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class TimeSpec_(IdlStruct, typename="unitree_go.msg.dds_.TimeSpec_"):
+    sec: i32
+    nanosec: u32
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class PathPoint_(IdlStruct, typename="unitree_go.msg.dds_.PathPoint_"):
+    t_from_start: f32
+    x: f32
+    y: f32
+    yaw: f32
+    vx: f32
+    vy: f32
+    vyaw: f32
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class SportModeState_(IdlStruct, typename="unitree_go.msg.dds_.SportModeState_"):
+    stamp: TimeSpec_
+    error_code: u32
+    imu_state: IMUState_
+    mode: u8
+    progress: f32
+    gait_type: u8
+    foot_raise_height: f32
+    position: array[f32, 3]  # [m] base, world frame
+    body_height: f32
+    velocity: array[f32, 3]  # [m/s] base, world frame
+    yaw_speed: f32
+    range_obstacle: array[f32, 4]
+    foot_force: array[i16, 4]
+    foot_position_body: array[f32, 12]
+    foot_speed_body: array[f32, 12]
+    path_point: array[PathPoint_, 10]
+
+
+# --------------------------------------------------------------------------- unitree_api (RPC)
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class RequestIdentity_(IdlStruct, typename="unitree_api.msg.dds_.RequestIdentity_"):
+    id: i64
+    api_id: i64
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class RequestLease_(IdlStruct, typename="unitree_api.msg.dds_.RequestLease_"):
+    id: i64
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class RequestPolicy_(IdlStruct, typename="unitree_api.msg.dds_.RequestPolicy_"):
+    priority: i32
+    noreply: bool
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class RequestHeader_(IdlStruct, typename="unitree_api.msg.dds_.RequestHeader_"):
+    identity: RequestIdentity_
+    lease: RequestLease_
+    policy: RequestPolicy_
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class Request_(IdlStruct, typename="unitree_api.msg.dds_.Request_"):
+    header: RequestHeader_
+    parameter: str
+    binary: sequence[u8]
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class ResponseStatus_(IdlStruct, typename="unitree_api.msg.dds_.ResponseStatus_"):
+    code: i32
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class ResponseHeader_(IdlStruct, typename="unitree_api.msg.dds_.ResponseHeader_"):
+    identity: RequestIdentity_
+    status: ResponseStatus_
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class Response_(IdlStruct, typename="unitree_api.msg.dds_.Response_"):
+    header: ResponseHeader_
+    data: str
+    binary: sequence[u8]
+
+
+# --------------------------------------------------------------------------- zero samples
+_PRIMITIVES = {  # IDL name -> struct format character (size = alignment)
+    "uint8": "B", "int8": "b", "uint16": "H", "int16": "h", "uint32": "I", "int32": "i",
+    "uint64": "Q", "int64": "q", "float32": "f", "float64": "d",
+}  # fmt: skip
+
+
+def _field_types(cls) -> list:
+    """`[(name, annotated type)]` of an IdlStruct dataclass, in declaration order."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return [(f.name, hints[f.name]) for f in fields(cls)]
+
+
+def _describe(t):
+    """`("prim", char)`, `("struct", cls)`, `("array", inner, n)`, `("other", t)`."""
+    meta = getattr(t, "__metadata__", None)
+    if meta:
+        m = meta[0]
+        if isinstance(m, str) and m in _PRIMITIVES:
+            return ("prim", _PRIMITIVES[m])
+        if isinstance(m, types.array):
+            return ("array", m.subtype, m.length)
+    if isinstance(t, type) and issubclass(t, IdlStruct):
+        return ("struct", t)
+    return ("other", t)
+
+
+def zero(cls):
+    """A sample of `cls` with every number 0 (arrays full length, strings empty)."""
+    values = {}
+    for name, t in _field_types(cls):
+        values[name] = _zero_value(t)
+    return cls(**values)
+
+
+def _zero_value(t):
+    d = _describe(t)
+    if d[0] == "prim":
+        return 0.0 if d[1] in "fd" else 0
+    if d[0] == "struct":
+        return zero(d[1])
+    if d[0] == "array":
+        return [_zero_value(d[1]) for _ in range(d[2])]
+    if t is bool:
+        return False
+    if t is str:
+        return ""
+    return []  # sequences
+
+
+# --------------------------------------------------------------------------- C layout and CRC
+def c_layout(cls) -> tuple[str, int, int]:
+    """`(struct format, size, alignment)` of the C struct of an IdlStruct of fixed size on a
+    little-endian machine: each member at a multiple of its alignment (a primitive's size, a
+    struct's largest member alignment), the size rounded up to the alignment; padding as `x`."""
+    out, offset, align = [], 0, 1
+    for _, t in _field_types(cls):
+        fmt, size, a = _c_member(t)
+        pad = -offset % a
+        if pad:
+            out.append(f"{pad}x")
+        out.append(fmt)
+        offset += pad + size
+        align = max(align, a)
+    tail = -offset % align
+    if tail:
+        out.append(f"{tail}x")
+    return "".join(out), offset + tail, align
+
+
+def _c_member(t) -> tuple[str, int, int]:
+    d = _describe(t)
+    if d[0] == "prim":
+        size = struct.calcsize("<" + d[1])
+        return d[1], size, size
+    if d[0] == "struct":
+        return c_layout(d[1])
+    if d[0] == "array":
+        fmt, size, a = _c_member(d[1])
+        if _describe(d[1])[0] == "prim":
+            return f"{d[2]}{fmt}", d[2] * size, a
+        return fmt * d[2], d[2] * size, a
+    raise TypeError(f"{t} has no fixed C layout")
+
+
+def _flatten(sample, out: list) -> list:
+    """The numbers of `sample` in declaration order (the order of `c_layout`'s format)."""
+    for f in fields(sample):
+        _flatten_value(getattr(sample, f.name), out)
+    return out
+
+
+def _flatten_value(v, out: list) -> None:
+    if isinstance(v, IdlStruct):
+        _flatten(v, out)
+    elif isinstance(v, list | tuple | bytes | bytearray):  # uint8 arrays decode as bytes
+        if v and isinstance(v[0], IdlStruct):
+            for item in v:
+                _flatten(item, out)
+        else:
+            out.extend(v)
+    else:
+        out.append(v)
+
+
+_STRUCTS: dict = {}
+
+
+def c_bytes(sample) -> bytes:
+    """`sample` packed as its C struct (`c_layout`), little-endian, padding zero."""
+    cls = type(sample)
+    if cls not in _STRUCTS:
+        _STRUCTS[cls] = struct.Struct("<" + c_layout(cls)[0])
+    return _STRUCTS[cls].pack(*_flatten(sample, []))
+
+
+_REVERSE_BITS = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+
+
+def crc32_words(data: bytes) -> int:
+    """CRC-32, polynomial 0x04C11DB7, initial 0xFFFFFFFF, no reflection, no final XOR, of
+    `data` read as little-endian 32-bit words, each fed most significant bit first.
+
+    Feeding a word MSB first is feeding its big-endian bytes MSB first. zlib's CRC-32 is the
+    same polynomial run LSB first (reflected) with a final XOR: on bit-reversed bytes it runs
+    our register bit-reversed, so ours is `reverse32(zlib.crc32(reverse8(bytes)) ^ ~0)`."""
+    if len(data) % 4:
+        raise ValueError(f"{len(data)} bytes is not a whole number of 32-bit words")
+    big_endian = np.frombuffer(data, dtype="<u4").astype(">u4").tobytes()
+    register = zlib.crc32(big_endian.translate(_REVERSE_BITS)) ^ 0xFFFFFFFF
+    return int(f"{register:032b}"[::-1], 2)
+
+
+def message_crc(sample) -> int:
+    """The CRC of a LowCmd_ (or LowState_): `crc32_words` of its C struct without the last
+    word (the `crc` field)."""
+    return crc32_words(c_bytes(sample)[:-4])
+
+
+def set_crc(sample):
+    """Set `sample.crc` to `message_crc(sample)` (the last field set before a write)."""
+    sample.crc = message_crc(sample)
+    return sample
+
+
+def crc_ok(sample) -> bool:
+    return int(sample.crc) == message_crc(sample)
