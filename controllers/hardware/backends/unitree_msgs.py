@@ -33,9 +33,8 @@ import zlib
 from dataclasses import dataclass, fields
 
 import numpy as np
-from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import IdlStruct, types
 from cyclonedds.idl import annotations as annotate
-from cyclonedds.idl import types
 
 u8, u16, u32, i16, i32, i64, f32 = (
     types.uint8, types.uint16, types.uint32, types.int16, types.int32, types.int64, types.float32
