@@ -257,13 +257,19 @@ def make_robot(robot: str, backend: str, timestep: float = 0.002, **driver):
 
 
 @contextlib.contextmanager
-def spawn(args=(), *, startup_timeout: float = 60.0, stderr=None):
-    """Start `python -m controllers.hardware.robot_server *args` and wait for its ready line; yields
-    `(process, port)`. The process is always stopped (terminate, then kill) on exit.
+def spawn(
+    args=(),
+    *,
+    startup_timeout: float = 60.0,
+    stderr=None,
+    module="controllers.hardware.robot_server",
+):
+    """Start `python -m <module> *args` (this server by default) and wait for its ready line;
+    yields `(process, port)`. The process is always stopped (terminate, then kill) on exit.
 
     Raises `TimeoutError` when no ready line arrives within `startup_timeout` [s]."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cmd = [sys.executable, "-m", "controllers.hardware.robot_server", *args]
+    cmd = [sys.executable, "-m", module, *args]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], startup_timeout)
