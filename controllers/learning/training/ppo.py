@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from trajopt import sharding
+
 from ..policy import Policy, observation_size
 
 
@@ -95,11 +97,12 @@ def gae(rewards, values, next_values, dones, gamma: float, lam: float):
     return adv, adv + values
 
 
-def _rollout(env, model: ActorCritic, state, obs, key, steps: int):
-    """`steps` policy steps in every environment; no gradient flows through the simulator."""
+def _rollout(env, model: ActorCritic, state, obs, key, steps: int, batch=None):
+    """`steps` policy steps in every environment; no gradient flows through the simulator.
+    batch: a `NamedSharding` the environments stay split by (None: no constraint)."""
 
     def body(carry, k):
-        state, obs = carry
+        state, obs = sharding.constrain(carry, batch)
         mean = jax.vmap(model.policy)(obs)
         std = jnp.broadcast_to(jnp.exp(model.log_std), mean.shape)
         action = mean + std * jax.random.normal(k, mean.shape, mean.dtype)
@@ -108,7 +111,7 @@ def _rollout(env, model: ActorCritic, state, obs, key, steps: int):
         state, next_obs, reward, done, info = jax.vmap(env.step)(state, action)
         error = info.get("tracking_error", jnp.zeros_like(reward))
         out = (obs, action, logp, value, reward, done.astype(reward.dtype), error)
-        return (state, next_obs), out
+        return (state, next_obs), sharding.constrain(out, batch)
 
     keys = jax.random.split(key, steps)
     (state, obs), batch = jax.lax.scan(body, (state, obs), keys)
@@ -134,16 +137,19 @@ def _trainable(model: ActorCritic):
     return eqx.tree_at(lambda m: m.policy.normalizer, spec, no_norm)
 
 
-def make_iteration(env, config: PPOConfig, optimizer):
+def make_iteration(env, config: PPOConfig, optimizer, mesh=None):
     """A jitted `(model, opt_state, env_state, obs, key) -> (..., metrics)`: one rollout and its
-    PPO update."""
+    PPO update. mesh: the environments (`env_state`, `obs`) are split over its devices, the
+    rest replicated (`sharding` module: the minibatch gradients are means over the global
+    batch, so the update is the one-device update); the outputs keep those shardings."""
+    split = None if mesh is None else sharding.batch_sharding(mesh)
 
     @eqx.filter_jit
     def iteration(model, opt_state, env_state, obs, key):
         k_roll, k_perm = jax.random.split(key)
         # normaliser from this rollout's observations, before any log-probability is taken
         env_state, last_obs, batch = _rollout(env, model, env_state, obs, k_roll,
-                                              config.rollout_steps)  # fmt: skip
+                                              config.rollout_steps, split)  # fmt: skip
         obs_b, action, _, value, reward, done, error = batch
         normalizer = model.policy.normalizer.update(obs_b)
         model = eqx.tree_at(lambda m: m.policy.normalizer, model, normalizer)
@@ -183,6 +189,10 @@ def make_iteration(env, config: PPOConfig, optimizer):
             "done_fraction": jnp.mean(done),
             "std": jnp.mean(jnp.exp(model.log_std)),
         }
+        if mesh is not None:  # pinned: the next call reuses this executable
+            env_state, last_obs = sharding.constrain((env_state, last_obs), split)
+            model, opt_state, metrics = sharding.constrain((model, opt_state, metrics),
+                                                           sharding.replicated(mesh))  # fmt: skip
         return model, opt_state, env_state, last_obs, metrics
 
     return iteration
@@ -197,15 +207,22 @@ def next_value_obs(obs, last_obs):
 
 def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
               policy: Policy | None = None, quiet: bool = False, callback=None,
-              time_budget: float | None = None):  # fmt: skip
+              time_budget: float | None = None, devices: int | None = None):  # fmt: skip
     """Train with PPO; returns `(policy, history)`, history a list of per-iteration dicts
     (iteration, env_steps, wall_time [s], reward, tracking_error [m/s], done_fraction, std).
     `callback(model, record)` after each iteration (e.g. evaluation, checkpoints);
-    `time_budget` [s]: stop after the iteration that exceeds it (compilation included)."""
+    `time_budget` [s]: stop after the iteration that exceeds it (compilation included).
+    devices: split the `num_envs` environments (the global batch) over this many devices
+    (`sharding.default_mesh`: None uses all devices JAX sees; the same number from each
+    process of a `jax.distributed` run); the result is the one-device result up to the order
+    of floating-point reductions. Every process returns the same policy."""
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if config.num_envs * config.rollout_steps < config.minibatches:
         raise ValueError("num_envs * rollout_steps must be at least the number of minibatches")
+    mesh = sharding.default_mesh(devices)
+    if mesh is not None:
+        sharding.per_device_batch(config.num_envs, mesh)
     key = jax.random.key(config.seed)
     k_model, k_env, key = jax.random.split(key, 3)
     model = ActorCritic.create(k_model, env.nu, config, policy)
@@ -214,7 +231,11 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
     opt_state = optimizer.init(eqx.filter(model, _trainable(model)))
     env_state = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs))
     obs = jax.vmap(env.observe)(env_state)
-    iteration = make_iteration(env, config, optimizer)
+    if mesh is not None:  # host values, the same in every process, as global arrays
+        rep, split = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+        model, opt_state = sharding.put((model, opt_state), rep)
+        env_state, obs = sharding.put((env_state, obs), split)
+    iteration = make_iteration(env, config, optimizer, mesh)
     history = []
     start = time.perf_counter()
     steps_per_iteration = config.num_envs * config.rollout_steps
@@ -225,9 +246,11 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
         progress = tqdm(total=iterations, desc="PPO", file=sys.stderr)
     for i in range(iterations):
         key, sub = jax.random.split(key)
+        if mesh is not None:
+            sub = sharding.put(sub, rep)
         model, opt_state, env_state, obs, metrics = iteration(model, opt_state, env_state, obs,
                                                               sub)  # fmt: skip
-        record = {k: float(v) for k, v in metrics.items()}
+        record = {k: float(v) for k, v in sharding.to_host(metrics).items()}
         elapsed = time.perf_counter() - start
         record.update({"iteration": i + 1, "env_steps": (i + 1) * steps_per_iteration,
                        "wall_time": elapsed})  # fmt: skip
@@ -243,4 +266,6 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
             break
     if progress is not None:
         progress.close()
+    if mesh is not None:
+        model = sharding.to_local(model)
     return model.policy, history

@@ -47,6 +47,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from trajopt import sharding
+
 from ..policy import HIDDEN, Normalizer, Policy
 from . import checkpoint
 from .env import EnvConfig, EnvState, LocomotionEnv
@@ -203,11 +205,14 @@ def _values(critic: Critic, policy: Policy, obs):
     return jax.vmap(lambda o: critic(policy.normalizer.normalize(o)))(obs.astype(pdtype))
 
 
-def rollout_loss(policy: Policy, target_critic, envs: EnvState, config: SHACConfig):
+def rollout_loss(policy: Policy, target_critic, envs: EnvState, config: SHACConfig, mesh=None):
     """The actor loss `L` (module docstring) of `policy` over H steps from `envs`.
 
     Returns `(L, (envs, traj))`: the final environments and per step `(H, N, ...)`
-    observations, rewards, segment ends, next values, tracking errors, falls."""
+    observations, rewards, segment ends, next values, tracking errors, falls.
+    mesh: a `sharding.make_mesh` mesh: the environments (and every per-environment value of
+    each step) stay split over its devices (`sharding` module); None: no constraint."""
+    batch = None if mesh is None else sharding.batch_sharding(mesh)
     env = make_env(config.env)
     gamma = config.gamma
     h = config.horizon
@@ -217,6 +222,7 @@ def rollout_loss(policy: Policy, target_critic, envs: EnvState, config: SHACConf
 
     def body(carry, t):
         envs, discount, ret, loss = carry
+        envs, discount, ret = sharding.constrain((envs, discount, ret), batch)
         obs = jax.vmap(env.observe)(envs)
         action = _act(policy, obs, env.dtype)
         envs, next_obs, reward, done, info = jax.vmap(env.step)(envs, action)
@@ -244,7 +250,7 @@ def rollout_loss(policy: Policy, target_critic, envs: EnvState, config: SHACConf
             "fell": info["fell"],
             "tracking_error": info["tracking_error"],
         }
-        return (envs, discount, ret, loss), out
+        return (envs, discount, ret, loss), sharding.constrain(out, batch)
 
     n = envs.t.shape[0]
     dtype = env.dtype
@@ -315,16 +321,24 @@ def _where_tree(flag, a, b):
 
 
 def actor_loss_and_grad(policy: Policy, target_critic: Critic, envs: EnvState,
-                        config: SHACConfig):  # fmt: skip
+                        config: SHACConfig, mesh=None):  # fmt: skip
     """`((L, (envs, traj)), dL/d mlp)`: the actor loss and its gradient with respect to the
-    policy's MLP leaves (the normaliser is data, not differentiated)."""
+    policy's MLP leaves (the normaliser is data, not differentiated).
+
+    With a `mesh`, the environments are split over its devices and the gradient (of the mean
+    over all environments: the average of the devices' gradients) is replicated."""
     mlp, mlp_static = eqx.partition(policy.mlp, eqx.is_inexact_array)
 
     def loss_fn(m):
         candidate = eqx.tree_at(lambda p: p.mlp, policy, eqx.combine(m, mlp_static))
-        return rollout_loss(candidate, target_critic, envs, config)
+        return rollout_loss(candidate, target_critic, envs, config, mesh)
 
-    return jax.value_and_grad(loss_fn, has_aux=True)(mlp)
+    (loss, (envs, traj)), grads = jax.value_and_grad(loss_fn, has_aux=True)(mlp)
+    if mesh is not None:
+        envs = sharding.constrain(envs, sharding.batch_sharding(mesh))
+        traj = sharding.constrain(traj, sharding.time_major_batch_sharding(mesh))
+        loss, grads = sharding.constrain((loss, grads), sharding.replicated(mesh))
+    return (loss, (envs, traj)), grads
 
 
 def _rollout_config(config: SHACConfig) -> SHACConfig:
@@ -335,16 +349,16 @@ def _rollout_config(config: SHACConfig) -> SHACConfig:
                       critic_bootstrap=config.critic_bootstrap)  # fmt: skip
 
 
-def compiled_actor_gradient(config: SHACConfig):
+def compiled_actor_gradient(config: SHACConfig, mesh=None):
     """`actor_loss_and_grad` jitted (the expensive compile: the reverse pass through H steps
     of the simulator), shared by every config with the same rollout, by `train` and by the
-    gradient checks."""
-    return _compiled_actor_gradient(_rollout_config(config))
+    gradient checks; `mesh` as in `actor_loss_and_grad`."""
+    return _compiled_actor_gradient(_rollout_config(config), mesh)
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_actor_gradient(config: SHACConfig):
-    return eqx.filter_jit(functools.partial(actor_loss_and_grad, config=config),
+def _compiled_actor_gradient(config: SHACConfig, mesh=None):
+    return eqx.filter_jit(functools.partial(actor_loss_and_grad, config=config, mesh=mesh),
                           **_compiler_options(config.fast_compile))  # fmt: skip
 
 
@@ -360,12 +374,13 @@ def _compiled_actor_loss(config: SHACConfig):
 
 
 @functools.lru_cache(maxsize=8)
-def compiled_iteration(config: SHACConfig):
+def compiled_iteration(config: SHACConfig, mesh=None):
     """`iteration(state) -> (state, stats)`: the actor gradient (`compiled_actor_gradient`),
-    then one jitted update of actor, critic, normaliser and statistics. Cached per config, so
-    all `train` calls with one config (a resumed run too) use the very same compiled code."""
-    gradient = compiled_actor_gradient(config)
-    update = eqx.filter_jit(functools.partial(_update, config=config),
+    then one jitted update of actor, critic, normaliser and statistics. Cached per config (and
+    mesh), so all `train` calls with one config (a resumed run too) use the very same compiled
+    code. With a `mesh`, `state` must be placed by `shard_state` (it stays so)."""
+    gradient = compiled_actor_gradient(config, mesh)
+    update = eqx.filter_jit(functools.partial(_update, config=config, mesh=mesh),
                             **_compiler_options(config.fast_compile))  # fmt: skip
 
     def iteration(state: TrainState):
@@ -375,7 +390,32 @@ def compiled_iteration(config: SHACConfig):
     return iteration
 
 
-def _update(state: TrainState, loss, grads, envs, traj, config: SHACConfig):
+def _place(state: TrainState, mesh, place) -> TrainState:
+    """`place(tree, sharding)` on each field: the per-environment ones (`env`,
+    `episode_return`, `episode_length`) split over the mesh, the rest replicated."""
+    rep, batch = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+    return TrainState(
+        policy=place(state.policy, rep),
+        critic=place(state.critic, rep),
+        target_critic=place(state.target_critic, rep),
+        actor_opt=place(state.actor_opt, rep),
+        critic_opt=place(state.critic_opt, rep),
+        env=place(state.env, batch),
+        key=place(state.key, rep),
+        iteration=place(state.iteration, rep),
+        episode_return=place(state.episode_return, batch),
+        episode_length=place(state.episode_length, batch),
+    )
+
+
+def shard_state(state: TrainState, mesh) -> TrainState:
+    """A host-side state (e.g. `init_state` or a loaded checkpoint, the same in every process)
+    as global arrays on `mesh`: environments split, everything else replicated."""
+    sharding.per_device_batch(state.episode_return.shape[0], mesh)
+    return _place(state, mesh, sharding.put)
+
+
+def _update(state: TrainState, loss, grads, envs, traj, config: SHACConfig, mesh=None):
     """Steps 1 (the Adam step, skipped if the gradient is not finite), 2 and 3 of the module
     docstring, and the iteration's statistics."""
     actor = _optimizer(config.actor_lr, config.adam_betas, config.grad_clip)
@@ -447,6 +487,9 @@ def _update(state: TrainState, loss, grads, envs, traj, config: SHACConfig):
         episode_return=ep_ret,
         episode_length=ep_len,
     )
+    if mesh is not None:  # the next call gets the shardings this one got: no recompilation
+        new_state = _place(new_state, mesh, sharding.constrain)
+        stats = sharding.constrain(stats, sharding.replicated(mesh))
     return new_state, stats
 
 
@@ -559,6 +602,7 @@ def train(
     resume: bool = False,
     keep: int = 3,
     quiet: bool = False,
+    devices: int | None = None,
 ) -> TrainResult:
     """Train with SHAC until `iterations` iterations in total are done (module docstring).
 
@@ -569,9 +613,19 @@ def train(
         counts toward `iterations`); without one, start fresh. A resumed run is bit-for-bit
         the uninterrupted one (same compiled function, same state).
     quiet: no progress bar.
+    devices: split the `config.num_envs` environments (the global batch) over this many
+        devices, `num_envs / devices` each (`sharding.make_mesh`: the same number from every
+        process of a `jax.distributed` run); None: all devices JAX sees, or the plain one-device
+        path when it sees one. A checkpoint holds the global state, so a run written with N
+        devices resumes with M. In a multi-process run only process 0 writes files; every
+        process returns the same result.
     """
     from tqdm.auto import tqdm
 
+    mesh = sharding.default_mesh(devices)
+    if mesh is not None:
+        sharding.per_device_batch(config.num_envs, mesh)
+    main = sharding.is_main_process()
     state = init_state(config, policy)
     metrics: list = []
     last_checkpoint = None
@@ -584,17 +638,20 @@ def train(
                                  f"configuration: {header.get('config')}")  # fmt: skip
             metrics = list(header.get("metrics", []))
             last_checkpoint = checkpoint.checkpoint_path(checkpoint_dir, int(state.iteration))
-    iteration_fn = compiled_iteration(config)
     start = int(state.iteration)
+    if mesh is not None:
+        state = shard_state(state, mesh)
+    iteration_fn = compiled_iteration(config, mesh)
     wall = metrics[-1]["wall_time"] if metrics else 0.0
     steps_per_iteration = config.num_envs * config.horizon
-    bar = tqdm(total=iterations, initial=min(start, iterations), disable=quiet, unit="it",
+    bar = tqdm(total=iterations, initial=min(start, iterations), disable=quiet or not main,
+               unit="it",
                dynamic_ncols=True)  # fmt: skip
     try:
         for it in range(start, iterations):
             began = time.perf_counter()
             state, stats = iteration_fn(state)
-            stats = {k: v.item() for k, v in jax.device_get(stats).items()}
+            stats = {k: v.item() for k, v in sharding.to_host(stats).items()}
             seconds = time.perf_counter() - began
             wall += seconds
             record = {
@@ -614,9 +671,15 @@ def train(
             if checkpoint_dir is not None and (
                 (it + 1) % checkpoint_every == 0 or it + 1 == iterations
             ):
-                last_checkpoint = checkpoint.save(checkpoint_dir, it + 1, state,
-                                                  _header(config, metrics), keep)  # fmt: skip
-                write_metrics(checkpoint_dir, metrics)
+                # the global state, gathered (every process takes part); process 0 writes it
+                host = state if mesh is None else sharding.to_host(state)
+                last_checkpoint = checkpoint.checkpoint_path(checkpoint_dir, it + 1)
+                if main:
+                    checkpoint.save(checkpoint_dir, it + 1, host, _header(config, metrics), keep)
+                    write_metrics(checkpoint_dir, metrics)
     finally:
         bar.close()
+    if mesh is not None:  # ordinary arrays on this process's default device
+        state = sharding.to_local(state)
     return TrainResult(state.policy, state, metrics, last_checkpoint)
+
