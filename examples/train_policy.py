@@ -3,6 +3,13 @@
     python examples/train_policy.py --robot go2 --iterations 200 --envs 64 --horizon 32
     python examples/train_policy.py --robot go2 --iterations 400 --resume      # continue a run
     python examples/train_policy.py --init results/distill_go2/policy.eqx   # distilled start
+    python examples/train_policy.py --envs 4096 --devices 8 --dtype float32  # 512 per device
+
+`--envs` is the global batch, split over `--devices` devices (default: all that JAX sees) by
+`controllers.learning.training.shac.train`. Several hosts: run the same command on each with
+`--coordinator HOST:PORT --num-processes N --process-id I` (or the environment variables
+`DIFFLOCO_COORDINATOR`, `DIFFLOCO_NUM_PROCESSES`, `DIFFLOCO_PROCESS_ID`); process 0 writes
+the checkpoints, the policy and the report.
 
 Environments: `controllers.learning.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
 m/s, yaw rate in [-1, 1] rad/s, domain randomisation of payload, friction, PD gains, latency and
@@ -27,16 +34,19 @@ import numpy as np
 
 from controllers.learning.policy import load_policy, save_policy
 from controllers.learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
+from trajopt import sharding
 
 
 def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out="results/shac",
         resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=1e-3,
         seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
-        critic_bootstrap=False, fast_compile=False, command=None):  # fmt: skip
+        critic_bootstrap=False, fast_compile=False, command=None, devices=None,
+        dtype="float64"):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
-    `command`: the command line, recorded in report.json. Returns `(TrainResult, evaluation
-    dict)`."""
-    env = EnvConfig(robot=robot, contact=contact).with_task(**(task or {}))
+    `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
+    the environment's ("float32" on GPUs). Returns `(TrainResult, evaluation dict)` (the
+    evaluation is None in processes other than 0 of a multi-process run)."""
+    env = EnvConfig(robot=robot, contact=contact, dtype=dtype).with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
     config = SHACConfig(env=env, num_envs=envs, horizon=horizon, actor_lr=actor_lr, seed=seed,
@@ -45,8 +55,11 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     folder = os.path.join(out, "checkpoints")
     start = time.perf_counter()
     result = train(config, policy, iterations=iterations, checkpoint_dir=folder,
-                   checkpoint_every=checkpoint_every, resume=resume, quiet=quiet)  # fmt: skip
+                   checkpoint_every=checkpoint_every, resume=resume, quiet=quiet,
+                   devices=devices)  # fmt: skip
     seconds = time.perf_counter() - start
+    if not sharding.is_main_process():  # process 0 reports and writes the files
+        return result, None
     m = result.metrics
     if m:
         last = m[-1]
@@ -137,13 +150,21 @@ def main(argv=None):
         action="store_true",
         help="XLA optimisation level 0: compiles faster, runs slower (short runs)",
     )
+    p.add_argument("--devices", type=int, default=None,
+                   help="devices to split --envs over (default: all JAX sees)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="the environment's float type (float32 on GPUs)")
+    p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0")
+    p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
+    p.add_argument("--process-id", type=int, help="multi-host: this process's index")
     a = p.parse_args(argv)
+    sharding.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
     argv = sys.argv[1:] if argv is None else argv
     command = " ".join(["python examples/train_policy.py", *map(shlex.quote, argv)])
     return run(a.robot, a.iterations, a.envs, a.horizon, a.contact, a.out, a.resume, a.init,
         a.checkpoint_every, not a.no_randomization, a.lr, a.seed, a.eval_envs, a.eval_seconds,
         export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
-        fast_compile=a.fast_compile, command=command,
+        fast_compile=a.fast_compile, command=command, devices=a.devices, dtype=a.dtype,
         task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
                   push=a.push))  # fmt: skip
 
