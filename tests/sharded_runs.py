@@ -10,10 +10,10 @@ fake CPU devices is fixed when JAX starts: `XLA_FLAGS=--xla_force_host_platform_
 Each run writes `DIR/{algo}_d{devices}[_p{process}].npz`: the trained policy's (PPO) or the
 whole training state's (SHAC) array leaves (`leaf_0`, ...) and per-iteration metrics, plus
 `shards`: PPO, the number of devices the model lived on after each iteration; SHAC, the
-per-device batch of the placed environment state. With `--resume-from A --resume-to B` (SHAC),
-also `shac_resume_dA_dB.npz`: `iterations - 1` iterations on A devices with a checkpoint at
-the end, then a resumed run to `iterations` on B devices (in the same process, so the compiled
-iterations of the runs above are reused).
+per-device batch of the placed environment state. With `--resume-from A --resume-to B`
+(SHAC), also `shac_resume_dA_dB[_p{process}].npz`: `iterations - 1` iterations on A devices
+with a checkpoint at the end, then a resumed run to `iterations` on B devices (in the same
+process, so the compiled iterations of the runs above are reused).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def run_shac(args, devices: int, suffix: str) -> None:
           shards)  # fmt: skip
 
 
-def run_shac_resume(args) -> None:
+def run_shac_resume(args, suffix: str) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -108,7 +108,7 @@ def run_shac_resume(args) -> None:
     rest = shac.train(config, policy, iterations=args.iterations, quiet=True,
                       devices=args.resume_to, checkpoint_dir=args.checkpoint_dir,
                       resume=True)  # fmt: skip
-    name = f"shac_resume_d{args.resume_from}_d{args.resume_to}.npz"
+    name = f"shac_resume_d{args.resume_from}_d{args.resume_to}{suffix}.npz"
     _save(os.path.join(args.out, name), rest.state, rest.metrics, [args.resume_to])
 
 
@@ -142,7 +142,7 @@ def main(argv=None):
         else:
             run_shac(args, devices, suffix)
     if args.resume_from is not None:
-        run_shac_resume(args)
+        run_shac_resume(args, suffix)
     print("done", jax.process_index(), jax.device_count(), flush=True)
 
 
