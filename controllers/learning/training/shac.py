@@ -29,6 +29,14 @@ The environments carry over between iterations (their episodes continue); their 
 episode progress is randomised so truncations do not all come at once.
 `train` adds metrics, a tqdm progress bar and atomic checkpoints (`checkpoint.py`) from which a
 killed run resumes bit for bit.
+
+Devices (`train(devices=D)`, `trajopt.sharding`): the N environments (the global batch) are
+split over D devices, N / D each, and everything else is replicated; the iteration is the same
+jitted program on these global arrays, so the actor loss's mean over all environments makes
+the gradient the devices' average (XLA inserts the all-reduce) and the result is the
+one-device result up to the order of the reductions. Checkpoints hold the gathered global
+state: a run written on N devices resumes on M. Several processes (`jax.distributed`,
+`sharding.initialize_distributed`) share one mesh; process 0 writes the files.
 """
 
 from __future__ import annotations
