@@ -33,7 +33,6 @@ slot, a history every 10 steps) on exit: SIGTERM/SIGINT or `--max-lifetime` seco
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import json
 import logging
@@ -128,18 +127,14 @@ class Go2Sim:
         self.freeze = freeze
         self.press = press  # (start [s], duration [s], buttons) in sim time
         self.drivers.sport_mode = sport_mode
-        self.inbox: collections.deque = collections.deque(maxlen=1000)
-        self.requests: collections.deque = collections.deque(maxlen=100)
         self.state_writer = go2.make_writer(participant, go2.TOPIC_LOWSTATE, msgs.LowState_)
         self.sport_writer = go2.make_writer(participant, go2.TOPIC_SPORTSTATE, msgs.SportModeState_)
-        self.cmd_reader = go2.make_reader(
-            participant, go2.TOPIC_LOWCMD, msgs.LowCmd_, self.inbox.extend
-        )
+        self.cmd_reader = go2.make_reader(participant, go2.TOPIC_LOWCMD, msgs.LowCmd_, 64)
         self.rpc_writer = go2.make_writer(
             participant, f"{go2.MOTION_SWITCHER}/response", msgs.Response_
         )
         self.rpc_reader = go2.make_reader(
-            participant, f"{go2.MOTION_SWITCHER}/request", msgs.Request_, self.requests.extend
+            participant, f"{go2.MOTION_SWITCHER}/request", msgs.Request_, 16
         )
         self._state = msgs.zero(msgs.LowState_)  # filled in place at every publish
         self._sport = msgs.zero(msgs.SportModeState_)
@@ -150,11 +145,11 @@ class Go2Sim:
 
     # ------------------------------------------------------------- incoming
     def drain(self) -> None:
-        while self.inbox:
-            if self.drivers.submit(self.inbox.popleft(), self.robot.now()) is None:
+        for msg in go2.take(self.cmd_reader, msgs.LowCmd_):
+            if self.drivers.submit(msg, self.robot.now()) is None:
                 self.started = self.started or not self.freeze
-        while self.requests:
-            self._answer(self.requests.popleft())
+        for request in go2.take(self.rpc_reader, msgs.Request_):
+            self._answer(request)
 
     def _answer(self, request) -> None:
         self.counters["rpc"] += 1
@@ -206,6 +201,7 @@ class Go2Sim:
             if due > MAX_CATCH_UP:
                 self.counters["overruns"] += 1
             for _ in range(min(max(due, 0), MAX_CATCH_UP)):
+                self.drain()  # commands that arrived while late count at their own step
                 if self.started:
                     self.robot.advance(dt)
                 self.publish()

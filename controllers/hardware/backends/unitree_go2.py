@@ -129,21 +129,23 @@ def make_writer(participant, topic: str, cls):
     return DataWriter(participant, Topic(participant, topic, cls))
 
 
-def make_reader(participant, topic: str, cls, on_samples):
-    """A reader calling `on_samples(list)` from Cyclone's thread whenever data arrive."""
-    from cyclonedds.core import Listener
+def make_reader(participant, topic: str, cls, depth: int = 1):
+    """A reader keeping the newest `depth` samples; `take(reader, cls)` polls it.
+
+    Polled, not a listener: Cyclone calls listeners from its own threads holding its locks,
+    and a Python callback waiting for the GIL there deadlocked a process that was deleting
+    an entity (seen once in the tests)."""
+    from cyclonedds.qos import Policy, Qos
     from cyclonedds.sub import DataReader
-
-    def available(reader):
-        # dispose/unregister notices arrive as InvalidSample: only data go on
-        samples = [s for s in reader.take(64) if isinstance(s, cls)]
-        if samples:
-            on_samples(samples)
-
     from cyclonedds.topic import Topic
 
-    topic_entity = Topic(participant, topic, cls)
-    return DataReader(participant, topic_entity, listener=Listener(on_data_available=available))
+    qos = Qos(Policy.History.KeepLast(depth))
+    return DataReader(participant, Topic(participant, topic, cls), qos=qos)
+
+
+def take(reader, cls, n: int = 64) -> list:
+    """The samples waiting in `reader` (oldest first); dispose/unregister notices dropped."""
+    return [s for s in reader.take(n) if isinstance(s, cls)]
 
 
 # --------------------------------------------------------------------------- conversions
@@ -299,18 +301,8 @@ class MotionSwitcher:
 
     def __init__(self, participant, timeout: float = 1.0):
         self.timeout = timeout
-        self._responses: dict = {}
-        self._cv = threading.Condition()
         self._writer = make_writer(participant, f"{MOTION_SWITCHER}/request", msgs.Request_)
-        self._reader = make_reader(
-            participant, f"{MOTION_SWITCHER}/response", msgs.Response_, self._on_responses
-        )
-
-    def _on_responses(self, samples) -> None:
-        with self._cv:
-            for r in samples:
-                self._responses[int(r.header.identity.id)] = r
-            self._cv.notify_all()
+        self._reader = make_reader(participant, f"{MOTION_SWITCHER}/response", msgs.Response_, 8)
 
     def call(self, api_id: int, parameter: dict | None = None) -> tuple[int, dict | None]:
         """`(status code, decoded data)`; raises TimeoutError without an answer."""
@@ -319,12 +311,14 @@ class MotionSwitcher:
             msgs.RequestIdentity_(rid, api_id), msgs.RequestLease_(0), msgs.RequestPolicy_(0, False)
         )
         self._writer.write(msgs.Request_(header, json.dumps(parameter or {}), []))
-        with self._cv:
-            if not self._cv.wait_for(lambda: rid in self._responses, self.timeout):
-                raise TimeoutError(f"no motion-switcher answer to API {api_id}")
-            response = self._responses.pop(rid)
-        data = json.loads(response.data) if response.data else None
-        return int(response.header.status.code), data
+        deadline = time.perf_counter() + self.timeout
+        while time.perf_counter() < deadline:
+            for response in take(self._reader, msgs.Response_):
+                if int(response.header.identity.id) == rid:
+                    data = json.loads(response.data) if response.data else None
+                    return int(response.header.status.code), data
+            time.sleep(0.005)
+        raise TimeoutError(f"no motion-switcher answer to API {api_id}")
 
     def check_mode(self) -> str:
         code, data = self.call(API_CHECK_MODE)
@@ -419,13 +413,11 @@ class Go2Robot:
         self.timing = TimingStats(self.period)
         self.domain, self.participant = open_domain(domain, interface)
         self.cmd_writer = make_writer(self.participant, TOPIC_LOWCMD, msgs.LowCmd_)
-        self.state_reader = make_reader(
-            self.participant, TOPIC_LOWSTATE, msgs.LowState_, self._on_states
-        )
+        self.state_reader = make_reader(self.participant, TOPIC_LOWSTATE, msgs.LowState_)
         self.sport_reader = None
         if sport_state:
             self.sport_reader = make_reader(
-                self.participant, TOPIC_SPORTSTATE, msgs.SportModeState_, self._on_sport
+                self.participant, TOPIC_SPORTSTATE, msgs.SportModeState_
             )
         self.released_mode = release_sport_mode_or_none(self.participant, release_sport_mode)
         self._running = True
@@ -434,34 +426,35 @@ class Go2Robot:
         if connect_timeout > 0:
             self.wait_for_state(connect_timeout)
 
-    # ------------------------------------------------------------- incoming (Cyclone's thread)
-    def _on_states(self, samples) -> None:
-        msg = samples[-1]
-        now = time.perf_counter()
+    # ------------------------------------------------------------- incoming (polled)
+    def _poll(self, now: float) -> None:
+        """Take the newest LowState (and sport state) that arrived; call with `self.lock`."""
+        if self.sport_reader is not None:
+            sport = take(self.sport_reader, msgs.SportModeState_)
+            if sport:
+                self.counters["sport_states"] += len(sport)
+                self.sport = (now, *base_from_sport_state(sport[-1]))
+        states = take(self.state_reader, msgs.LowState_)
+        if not states:
+            return
+        msg = states[-1]
+        self.counters["states"] += len(states)
         buttons = remote_buttons(msg.wireless_remote)
-        with self.lock:
-            self.counters["states"] += len(samples)
-            if self.estop_buttons and buttons & self.estop_buttons == self.estop_buttons:
-                if self.driver.mode is not RobotMode.ESTOP:
-                    self.counters["estops"] += 1
-                    logger.error("remote e-stop buttons 0x%04x pressed", buttons)
-                self.driver.estop(now)
-            self.buttons = buttons
-            self.sequence += 1
-            m = measurement_from_lowstate(
-                msg, self.perm, timestamp=now, sequence=self.sequence, robot_mode=self.driver.mode
-            )
-            if not m.is_finite():
-                self.counters["nonfinite"] += 1
-                return
-            self.latest = m
-            self.last_state_time = now
-
-    def _on_sport(self, samples) -> None:
-        position, velocity = base_from_sport_state(samples[-1])
-        with self.lock:
-            self.counters["sport_states"] += len(samples)
-            self.sport = (time.perf_counter(), position, velocity)
+        if self.estop_buttons and buttons & self.estop_buttons == self.estop_buttons:
+            if self.driver.mode is not RobotMode.ESTOP:
+                self.counters["estops"] += 1
+                logger.error("remote e-stop buttons 0x%04x pressed", buttons)
+            self.driver.estop(now)
+        self.buttons = buttons
+        self.sequence += 1
+        m = measurement_from_lowstate(
+            msg, self.perm, timestamp=now, sequence=self.sequence, robot_mode=self.driver.mode
+        )
+        if not m.is_finite():
+            self.counters["nonfinite"] += 1
+            return
+        self.latest = m
+        self.last_state_time = now
 
     def wait_for_state(self, timeout: float) -> Measurement:
         deadline = time.perf_counter() + timeout
@@ -495,6 +488,7 @@ class Go2Robot:
 
     def _active_command(self, now: float) -> JointCommand | None:
         with self.lock:
+            self._poll(now)
             if self.latest is None:
                 return None
             stale = now - self.last_state_time > self.state_timeout
@@ -509,6 +503,7 @@ class Go2Robot:
     # ------------------------------------------------------------- RobotInterface
     def read(self) -> Measurement | None:
         with self.lock:
+            self._poll(time.perf_counter())
             m, sport = self.latest, self.sport
             mode = self.driver.mode
         if m is None:
@@ -536,6 +531,7 @@ class Go2Robot:
                 "mode": RobotMode(self.driver.mode).name,
                 "buttons": self.buttons,
                 "watchdog_trips": list(self.driver.trip_times),
+                "last_command_accepted_at": self.driver.last_accepted,
                 "state_trips": list(self.state_trips),
                 "counters": dict(self.counters),
                 "driver": dict(self.driver.counters),
