@@ -33,7 +33,8 @@ driver's active command (the latest accepted command while ACTIVE, damping `Kp =
 slots 0-11, the CRC set last. Watchdogs (both latch DAMPING until a command with `arm=True`):
     - stale commands: no accepted `write` for `command_timeout` [s] (the controller stopped);
     - stale state: no LowState for `state_timeout` [s] (the robot or the link went away).
-Nothing is sent before the first LowState (the damping target is the measured pose).
+Nothing is sent before the first LowState and the first accepted `write` (a controller that
+compiles for a minute in `reset` leaves the robot as it was meanwhile).
 
 E-stop: when all the buttons of `estop_buttons` (default L2 + B) are down in the LowState's
 `wireless_remote`, the drivers latch ESTOP (damping until this object is discarded) and every
@@ -489,7 +490,7 @@ class Go2Robot:
     def _active_command(self, now: float) -> JointCommand | None:
         with self.lock:
             self._poll(now)
-            if self.latest is None:
+            if self.latest is None or self.driver.command is None:
                 return None
             stale = now - self.last_state_time > self.state_timeout
             if stale and self.driver.mode is RobotMode.ACTIVE:
