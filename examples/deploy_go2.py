@@ -123,9 +123,9 @@ def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, po
                 start_timeout=5.0,
             )  # fmt: skip
             backend = robot.status()
-            writer = robot.timing.summary()
         finally:
             robot.close()
+        writer = robot.timing.summary()  # the writer thread has stopped
         if proc is not None:
             proc.send_signal(15)
             out, _ = proc.communicate(timeout=30)

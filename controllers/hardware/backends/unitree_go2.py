@@ -480,7 +480,7 @@ class Go2Robot:
                 lowcmd_from_command(command, self.perm, msg)  # the CRC is set last
                 self.cmd_writer.write(msg)
                 self.counters["sent"] += 1
-            self.timing.record(start, time.perf_counter() - start, deadline)
+                self.timing.record(start, time.perf_counter() - start, deadline)
             deadline += self.period
             if time.perf_counter() - deadline > self.period:  # late: no burst to catch up
                 skipped = int((time.perf_counter() - deadline) // self.period)
