@@ -1,14 +1,16 @@
 """The hardware control interface: what runs between a controller and a robot.
 
 - `interface`: `Measurement`, `JointCommand`, `VelocityCommand`, `JointMap` (conventions), the
-  `RobotInterface` and `Controller` protocols. `pose.PoseController`: a fixed pose.
+  `RobotInterface` and `Controller` protocols. `pose.PoseController`: a fixed pose;
+  `pose.StandUpController`: stand up from the measured pose.
 - `safety.SafetyLayer`: limits, NaN guard, rate limits, watchdogs to damping, soft start, e-stop.
 - `control_loop.run`: controller rate, command rate, timing statistics (`timing`); simulated or
   wall clock.
 - `motor.MotorDriver`: the robot side (drivers' PD and watchdog) of the simulated robots.
 - `backends`: `jax_sim.SimRobot`, `mujoco_sim.MuJoCoRobot`, `udp.UdpRobot` (+ `wire` layout);
   `robot_server`: a simulated robot process behind UDP (`python -m
-  controllers.hardware.robot_server`). `faults`: fault injection.
+  controllers.hardware.robot_server`); `unitree_go2.Go2Robot`: a Unitree Go2 over its DDS
+  topics, `go2_sim`: a simulated Go2 process on them. `faults`: fault injection.
 
 May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
 `controllers.learning`: controllers plug in through the `Controller` protocol.
@@ -23,7 +25,7 @@ from .interface import (
     RobotMode,
     VelocityCommand,
 )
-from .pose import PoseController
+from .pose import PoseController, StandUpController
 from .safety import SafetyConfig, SafetyLayer
 
 __all__ = [
@@ -36,5 +38,6 @@ __all__ = [
     "RobotMode",
     "SafetyConfig",
     "SafetyLayer",
+    "StandUpController",
     "VelocityCommand",
 ]
