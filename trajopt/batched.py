@@ -1,0 +1,283 @@
+"""Batched FDDP: many problems of one structure (e.g. a grid of commands for a distillation
+dataset) solved together, one `vmap`ped iteration for the whole batch, the batch split over the
+devices (`trajopt.sharding`).
+
+    results = solve_batched([make_problem("solo12", "trot", v, duration=0.1) for v in grid],
+                            devices=4)
+    xs, us, info = results[i]            # as `fddp.solve_fddp(problems[i])` returns them
+
+Same algorithm as `fddp.solve_fddp`, built from its pure pieces (`_linearize_all`,
+`_backward`, `_line_search`, `_evaluate`), but every decision the single solver takes on the
+host is taken inside one jitted, vmapped call per iteration, per problem:
+
+    lin = linearise every knot at (xs, us)
+    repeat while not accepted and mu < 1e10:          (lax.while_loop)
+        backward pass with mu; if Q_uu is indefinite: mu <- 10 mu, again
+        line search over ALPHAS; accepted at the first step that lowers the merit,
+        else mu <- 10 mu
+    no step accepted: stop, "converged" if the model predicts no decrease on a feasible
+        trajectory, else "line_search_failed"
+    else take the step, mu <- max(mu / 10, 1e-9); "converged" after a full, barely
+        regularised step predicting a negligible change on a feasible trajectory
+
+A problem that has stopped keeps its iterate while the others go on (its lanes are computed and
+discarded: `vmap` runs every problem through every iteration, and its while loops until the
+slowest problem of the batch is done); the host loop ends when all have stopped or after
+`max_iterations`. Each problem's iterates are the single solver's up to the floating-point
+differences of batched code (tests/test_batched_trajopt.py: the same status and iterations,
+costs to 1e-9 relative).
+
+Opt-in and separate from `fddp.compiled`: vmapping the knot linearisation costs 20-25 s more
+compilation per structure (BENCHMARKS.md), which single solves do not pay. The compiled batched
+iteration is cached per structure, batch size and device count (`clear_compiled`). No time
+budget (the batch stops together) and no callback.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import gc
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import fddp, sharding
+from . import problem as P
+
+# status codes inside the compiled iteration
+RUNNING, CONVERGED, LINE_SEARCH_FAILED, DIVERGED = 0, 1, 2, 3
+STATUS = {RUNNING: "max_iterations", CONVERGED: "converged",
+          LINE_SEARCH_FAILED: "line_search_failed", DIVERGED: "diverged"}  # fmt: skip
+MU_MAX = 1e10  # the single solver's bound on the regularisation
+
+
+def _iteration(problem, tolerance, defect_tolerance, data, carry):
+    """One FDDP iteration of one problem (vmapped by the caller). `carry`: xs, us, cost, terms,
+    defects (T+1, nx), forces, taus, mu, status (int32), iterations (int32), plus the last
+    iteration's step and expected change (for the history). A stopped problem is unchanged."""
+    xs, us, defects = carry["xs"], carry["us"], carry["defects"]
+    cost, mu = carry["cost"], carry["mu"]
+    lin = fddp._linearize_all(problem, data, xs, us)
+    merit_old = fddp._merit_of(cost, defects)
+    trial0 = (xs, us, cost, carry["terms"], defects, carry["forces"], carry["taus"])
+    zero = jnp.zeros((), cost.dtype)
+
+    def cond(c):
+        return (~c["accepted"]) & (c["mu"] < MU_MAX)
+
+    def body(c):
+        k, K, dV1, _, ok = fddp._backward(lin, defects, c["mu"])
+        first = jnp.where(c["has_first"] | ~ok, c["first_expected"], jnp.abs(dV1))
+        index, _, trial = fddp._line_search(problem, data, xs, us, k, K, defects, merit_old)
+        index = index.astype(jnp.int32)
+        accepted = ok & (index >= 0)
+        return {
+            "accepted": accepted,
+            "mu": jnp.where(accepted, c["mu"], 10.0 * c["mu"]),
+            "has_first": c["has_first"] | ok,
+            "first_expected": first,
+            "index": jnp.where(accepted, index, c["index"]),
+            "dV1": jnp.where(accepted, dV1, c["dV1"]),
+            "trial": jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), trial,
+                                            c["trial"]),  # fmt: skip
+        }
+
+    init = {"accepted": jnp.array(False), "mu": mu, "has_first": jnp.array(False),
+            "first_expected": zero, "index": jnp.array(-1, jnp.int32), "dV1": zero,
+            "trial": trial0}  # fmt: skip
+    out = jax.lax.while_loop(cond, body, init)
+    accepted = out["accepted"]
+    gaps_old = jnp.sum(jnp.abs(defects))
+    stationary = out["has_first"] & (out["first_expected"] < tolerance * (1.0 + jnp.abs(cost)))
+    failed_status = jnp.where(stationary & (gaps_old < defect_tolerance), CONVERGED,
+                              LINE_SEARCH_FAILED)  # fmt: skip
+    xs_n, us_n, cost_n, terms_n, defects_n, forces_n, taus_n = out["trial"]
+    mu_n = jnp.maximum(out["mu"] / 10.0, 1e-9)
+    alpha = jnp.asarray(fddp.ALPHAS, cost.dtype)[jnp.maximum(out["index"], 0)]
+    gaps = jnp.sum(jnp.abs(defects_n))
+    done = (alpha == 1.0) & (mu_n <= 1e-4) & (gaps < defect_tolerance) & (
+        jnp.abs(out["dV1"]) < tolerance * (1.0 + jnp.abs(cost_n))
+    )
+    status = jnp.where(accepted, jnp.where(done, CONVERGED, RUNNING), failed_status)
+    new = {
+        "xs": xs_n, "us": us_n, "cost": cost_n, "terms": terms_n, "defects": defects_n,
+        "forces": forces_n, "taus": taus_n, "mu": jnp.where(accepted, mu_n, out["mu"]),
+        "status": status.astype(jnp.int32), "iterations": carry["iterations"] + 1,
+        "step": jnp.where(accepted, alpha, 0.0), "expected": -out["dV1"],
+        "accepted": accepted,
+    }  # fmt: skip
+    running = carry["status"] == RUNNING
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, carry)
+
+
+class _Batched:
+    """The jitted pieces of one structure, batch size and mesh."""
+
+    def __init__(self, problem, tolerance, defect_tolerance, mesh):
+        self.rollout = jax.jit(jax.vmap(functools.partial(fddp._rollout, problem)))
+        self.evaluate = jax.jit(jax.vmap(functools.partial(fddp._evaluate, problem)))
+        step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
+        split = None if mesh is None else sharding.batch_sharding(mesh)
+
+        def iteration(data, carry):  # outputs pinned to the batch split: no recompilation
+            return sharding.constrain(jax.vmap(step)(data, carry), split)
+
+        self.iteration = jax.jit(iteration)
+
+
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+CACHE_SIZE = 2  # batched structures are the largest executables: keep few
+
+
+def _compiled(problem, batch, tolerance, defect_tolerance, mesh) -> _Batched:
+    key = (fddp.structure_key(problem), batch, tolerance, defect_tolerance, mesh)
+    fn = _CACHE.get(key)
+    if fn is None:
+        fn = _CACHE[key] = _Batched(problem, tolerance, defect_tolerance, mesh)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+            gc.collect()
+    _CACHE.move_to_end(key)
+    return fn
+
+
+def clear_compiled() -> None:
+    """Drop every compiled batched structure (see `fddp.clear_compiled` for JAX's caches)."""
+    _CACHE.clear()
+    gc.collect()
+
+
+def stack_data(problems) -> P.ProblemData:
+    """The problems' `data` stacked along a new leading axis; raises unless all problems share
+    one structure (`fddp.structure_key`: robot, horizon, substeps, contact, terms, shapes)."""
+    problems = list(problems)
+    if not problems:
+        raise ValueError("no problems to solve")
+    key = fddp.structure_key(problems[0])
+    for i, p in enumerate(problems[1:], 1):
+        if fddp.structure_key(p) != key:
+            raise ValueError(f"problem {i} ({p.name}) has another structure than problem "
+                             f"0 ({problems[0].name}): a batch shares one compiled program")
+    return jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),
+                                  *[p.data for p in problems])  # fmt: skip
+
+
+def solve_batched(
+    problems,
+    us=None,
+    xs=None,
+    *,
+    max_iterations: int = 50,
+    tolerance: float = 1e-4,
+    defect_tolerance: float = 1e-6,
+    mu0: float = 1e-6,
+    devices: int | None = None,
+    verbose: bool = False,
+):
+    """Solve a batch of same-structure problems with FDDP in one vmapped call per iteration.
+
+    problems: B `Problem`s; us: `(B, T, nu)` initial controls (default: each problem's
+    `solve.initial_guess`); xs: stacked `KnotState` `(B, T+1, ...)` for multiple shooting, or
+    None to roll `us` out. devices: split the batch over this many devices (`sharding`; B must
+    be a multiple; None: one device, no mesh). The other arguments are `fddp.solve_fddp`'s.
+
+    Returns a list of B `(xs, us, info)` as `fddp.solve_fddp` returns them (info: status,
+    iterations, cost, term_costs, history, forces, taus, defects, wall_time: the batch's,
+    devices: how many the batch was split over)."""
+    problems = list(problems)
+    data = stack_data(problems)
+    problem = problems[0]
+    batch = len(problems)
+    if us is None:
+        from .solve import initial_guess
+
+        us = np.stack([np.asarray(initial_guess(p)[1]) for p in problems])
+    us = np.asarray(us)
+    if us.shape != (batch, problem.horizon, problem.nu):
+        raise ValueError(f"us must have shape {(batch, problem.horizon, problem.nu)}, "
+                         f"got {us.shape}")  # fmt: skip
+    mesh = None if devices is None else sharding.make_mesh(devices)
+    if mesh is not None:
+        sharding.per_device_batch(batch, mesh)
+    fn = _compiled(problem, batch, float(tolerance), float(defect_tolerance), mesh)
+    start = time.perf_counter()
+    place = (lambda t: t) if mesh is None else (
+        lambda t: sharding.put(t, sharding.batch_sharding(mesh)))  # fmt: skip
+    data = place(data)
+    us = place(jnp.asarray(us))
+    if xs is None:
+        xs, _, _ = fn.rollout(data, us)
+    else:
+        xs = place(xs)
+    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+    host_cost = sharding.to_host(cost)
+    host_defects = sharding.to_host(defects)
+    finite = np.isfinite(host_cost) & np.all(np.isfinite(host_defects.reshape(batch, -1)), 1)
+    carry = {
+        "xs": xs, "us": us, "cost": cost, "terms": terms, "defects": defects,
+        "forces": forces, "taus": taus,
+        "mu": np.full(batch, mu0, host_cost.dtype),
+        "status": np.where(finite, RUNNING, DIVERGED).astype(np.int32),
+        "iterations": np.zeros(batch, np.int32),
+        "step": np.zeros(batch, host_cost.dtype), "expected": np.zeros(batch, host_cost.dtype),
+        "accepted": np.zeros(batch, bool),
+    }  # fmt: skip
+    for name in ("mu", "status", "iterations", "step", "expected", "accepted"):
+        carry[name] = place(jnp.asarray(carry[name]))
+    history = [[] for _ in range(batch)]
+    for iteration in range(1, max_iterations + 1):
+        before = sharding.to_host(carry["status"])
+        if np.all(before != RUNNING):
+            break
+        carry = fn.iteration(data, carry)
+        names = ("cost", "step", "mu", "expected", "accepted", "status")
+        small = sharding.to_host({k: carry[k] for k in names})
+        gaps = np.sum(np.abs(sharding.to_host(carry["defects"]).reshape(batch, -1)), 1)
+        elapsed = time.perf_counter() - start
+        for i in np.flatnonzero((before == RUNNING) & small["accepted"]):
+            history[i].append({"iteration": iteration, "time": elapsed,
+                               "cost": float(small["cost"][i]), "step": float(small["step"][i]),
+                               "defects": float(gaps[i]), "mu": float(small["mu"][i]),
+                               "expected": float(small["expected"][i])})  # fmt: skip
+        if verbose:
+            running = int(np.sum(small["status"] == RUNNING))
+            print(f"{iteration:>4} running {running:>4}/{batch} "
+                  f"cost {np.min(small['cost']):.5g}..{np.max(small['cost']):.5g}")  # fmt: skip
+    host = sharding.to_host(carry)
+    wall = time.perf_counter() - start
+    results = []
+    for i, p in enumerate(problems):
+        one = jax.tree_util.tree_map(lambda a, i=i: a[i], host)
+        status = STATUS[int(one["status"])]
+        xs_i, us_i = one["xs"], one["us"]
+        if status == "diverged":  # never NaN: the initial state at every knot, as fddp does
+            knots = p.horizon + 1
+            xs_i = jax.tree_util.tree_map(
+                lambda a, n=knots: np.tile(np.asarray(a), (n,) + (1,) * np.ndim(a)), p.data.x0
+            )
+            cost = float("inf")
+            terms_i = {k: float("inf") for k in one["terms"]}
+            forces_i, taus_i = np.zeros_like(one["forces"]), np.zeros_like(one["taus"])
+            gaps_i = 0.0
+        else:
+            cost = float(one["cost"])
+            terms_i = {k: float(v) for k, v in one["terms"].items()}
+            forces_i, taus_i = one["forces"], one["taus"]
+            gaps_i = float(np.sum(np.abs(one["defects"])))
+        info = {
+            "status": status,
+            "iterations": int(one["iterations"]) if status != "diverged" else 0,
+            "cost": cost,
+            "term_costs": terms_i,
+            "history": history[i],
+            "forces": np.asarray(forces_i),
+            "taus": np.asarray(taus_i),
+            "defects": gaps_i,
+            "wall_time": wall,
+            "devices": 1 if mesh is None else int(mesh.devices.size),
+        }
+        results.append((jax.tree_util.tree_map(jnp.asarray, xs_i), jnp.asarray(us_i), info))
+    return results
