@@ -36,12 +36,14 @@ def _evaluate(policy, plant, commands, seconds):
 
 def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
-        mpc_horizon=0.5, out="results/distill", seed=0):  # fmt: skip
+        mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
+        devices=None):  # fmt: skip
     start = time.perf_counter()
     commands = distill.commands_grid(vx, vy, yaw)
     folder = os.path.join(out, "dataset")
     data = distill.build_dataset(
-        robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations
+        robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations,
+        batched=batched, devices=devices,
     )
     print(f"dataset: {len(data)} samples from {len(commands) * len(gaits)} solves")
     model = dynamics.load_robot(robot)
@@ -101,10 +103,15 @@ def main(argv=None):
     parser.add_argument("--mpc-horizon", type=float, default=0.5, help="[s]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/distill")
+    parser.add_argument("--batched", action="store_true",
+                        help="solve each gait's command grid in one batched FDDP call")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="with --batched: split the grid over this many devices")
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
-               args.eval_seconds, args.mpc_horizon, args.out, args.seed)  # fmt: skip
+               args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
+               args.devices)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,7 +43,18 @@ def pack(xs, us, info):
             "history": [h["cost"] for h in info["history"]],
             "steps": [h["step"] for h in info["history"]],
             "devices": info.get("devices", 1)}}
-print(json.dumps({{"single": [pack(*s) for s in single], "batched": [pack(*b) for b in many]}}))
+# the distillation dataset from a grid of 7 commands: one by one, and batched on 4 devices
+# (padded to 8: the batched structure above is reused)
+from controllers.learning.training import distill
+grid = [(0.0, 0.0, 0.0), (0.1, 0.0, 0.0), (0.2, 0.0, 0.0), (0.3, 0.0, 0.0), (0.1, 0.1, 0.0),
+        (0.2, -0.1, 0.0), (0.0, 0.15, 0.0)]
+options = dict(duration=0.06, max_iterations={MAX_ITERATIONS}, verbose=False)
+one = distill.build_dataset("solo12", grid, **options)
+both = distill.build_dataset("solo12", grid, batched=True, devices=4, **options)
+print(json.dumps({{"single": [pack(*s) for s in single], "batched": [pack(*b) for b in many],
+                  "dataset": [np.asarray(one.obs).tolist(), np.asarray(one.actions).tolist()],
+                  "dataset_batched": [np.asarray(both.obs).tolist(),
+                                      np.asarray(both.actions).tolist()]}}))
 """
 
 
@@ -91,3 +102,14 @@ def test_a_batch_must_share_one_structure():
     assert np.shape(stacked.x0.q) == (2, short.model.nq)
     velocity = np.asarray(stacked.reference.base_velocity)[:, 0, 0]
     np.testing.assert_allclose(velocity, [0.2, 0.3])
+
+
+@pytest.mark.slow
+def test_a_batched_distillation_dataset_matches_the_one_by_one_dataset(solves):
+    """`distill.build_dataset(batched=True, devices=4)` on a grid of 7 commands (padded to 8 on
+    4 devices) gives the dataset of 7 single solves: the same samples, to 1e-6."""
+    obs, actions = (np.asarray(a) for a in solves["dataset"])
+    obs_b, actions_b = (np.asarray(a) for a in solves["dataset_batched"])
+    assert obs.shape == obs_b.shape and obs.shape[0] >= 7
+    np.testing.assert_allclose(obs_b, obs, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(actions_b, actions, rtol=0, atol=1e-6)

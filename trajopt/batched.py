@@ -181,27 +181,37 @@ def solve_batched(
 
     problems: B `Problem`s; us: `(B, T, nu)` initial controls (default: each problem's
     `solve.initial_guess`); xs: stacked `KnotState` `(B, T+1, ...)` for multiple shooting, or
-    None to roll `us` out. devices: split the batch over this many devices (`sharding`; B must
-    be a multiple; None: one device, no mesh). The other arguments are `fddp.solve_fddp`'s.
+    None to roll `us` out. devices: split the batch over this many devices (`sharding`; a batch
+    that does not divide evenly is padded with copies of its last problem, whose results are
+    dropped; None: one device, no mesh). The other arguments are `fddp.solve_fddp`'s.
 
     Returns a list of B `(xs, us, info)` as `fddp.solve_fddp` returns them (info: status,
     iterations, cost, term_costs, history, forces, taus, defects, wall_time: the batch's,
     devices: how many the batch was split over)."""
     problems = list(problems)
-    data = stack_data(problems)
+    if not problems:
+        raise ValueError("no problems to solve")
+    asked = len(problems)
     problem = problems[0]
-    batch = len(problems)
     if us is None:
         from .solve import initial_guess
 
         us = np.stack([np.asarray(initial_guess(p)[1]) for p in problems])
     us = np.asarray(us)
-    if us.shape != (batch, problem.horizon, problem.nu):
-        raise ValueError(f"us must have shape {(batch, problem.horizon, problem.nu)}, "
+    if us.shape != (asked, problem.horizon, problem.nu):
+        raise ValueError(f"us must have shape {(asked, problem.horizon, problem.nu)}, "
                          f"got {us.shape}")  # fmt: skip
     mesh = None if devices is None else sharding.make_mesh(devices)
-    if mesh is not None:
-        sharding.per_device_batch(batch, mesh)
+    pad = 0 if mesh is None else -asked % mesh.devices.size
+    if pad:  # copies of the last problem (dropped from the results)
+        problems = problems + [problems[-1]] * pad
+        us = np.concatenate([us, np.repeat(us[-1:], pad, axis=0)])
+        if xs is not None:
+            xs = jax.tree_util.tree_map(
+                lambda a: np.concatenate([a, np.repeat(np.asarray(a)[-1:], pad, axis=0)]), xs
+            )
+    data = stack_data(problems)
+    batch = len(problems)
     fn = _compiled(problem, batch, float(tolerance), float(defect_tolerance), mesh)
     start = time.perf_counter()
     place = (lambda t: t) if mesh is None else (
@@ -249,7 +259,7 @@ def solve_batched(
     host = sharding.to_host(carry)
     wall = time.perf_counter() - start
     results = []
-    for i, p in enumerate(problems):
+    for i, p in enumerate(problems[:asked]):
         one = jax.tree_util.tree_map(lambda a, i=i: a[i], host)
         status = STATUS[int(one["status"])]
         xs_i, us_i = one["xs"], one["us"]

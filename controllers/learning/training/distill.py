@@ -116,6 +116,7 @@ def _solve_name(robot, gait, command, duration):
 
 def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.0,
                   folder: str | None = None, max_iterations: int = 40, verbose: bool = True,
+                  batched: bool = False, devices: int | None = None,
                   **problem_options) -> Dataset:  # fmt: skip
     """Solve one problem per `(gait, command)` and collect the pairs (see module docstring).
 
@@ -123,6 +124,9 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
     each solved trajectory is saved there and a later call reuses it instead of solving again;
     `dataset.npz` and `dataset.json` (per solve: status, cost, average speed) are written at
     the end. Solves that end with status "diverged" are skipped (and listed in the json).
+    batched: the unsolved commands of a gait in one `trajopt.batched.solve_batched` call (the
+    same solutions within solver tolerance; a longer compile, then one call per iteration for
+    the whole grid), split over `devices` devices (None: one).
     """
     from dynamics import load_robot
     from trajopt.solve import solve
@@ -135,12 +139,28 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
         os.makedirs(folder, exist_ok=True)
     parts, report = [], []
     todo = [(g, tuple(map(float, c))) for g in gaits for c in commands]
+
+    def path_of(gait, command):
+        name = _solve_name(robot, gait, command, duration)
+        return None if folder is None else os.path.join(folder, name + ".npz")
+
+    solved = {}  # (gait, command) -> Trajectory, from the batched solves
+    for gait in gaits if batched else ():
+        saved = {(g, c) for g, c in todo if path_of(g, c) and os.path.exists(path_of(g, c))}
+        pending = [(g, c) for g, c in todo if g == gait and (g, c) not in saved]
+        if pending:
+            solved.update(_solve_batched(robot, pending, duration, max_iterations, devices,
+                                         problem_options))  # fmt: skip
     for index, (gait, command) in enumerate(todo):
         name = _solve_name(robot, gait, command, duration)
-        path = None if folder is None else os.path.join(folder, name + ".npz")
+        path = path_of(gait, command)
         start = time.perf_counter()
         if path is not None and os.path.exists(path):
             traj, reused = Trajectory.load(path), True
+        elif (gait, command) in solved:
+            traj, reused = solved[(gait, command)], False
+            if path is not None and traj.status != "diverged":
+                traj.save(path)
         else:
             pr = command_problem(robot, gait, command, duration=duration, **problem_options)
             traj = solve(pr, max_iterations=max_iterations, verbose=False)
@@ -173,6 +193,21 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
         with open(os.path.join(folder, "dataset.json"), "w") as f:
             json.dump({"robot": robot, "duration": duration, "solves": report}, f, indent=2)
     return data
+
+
+def _solve_batched(robot, pending, duration, max_iterations, devices, problem_options) -> dict:
+    """`{(gait, command): Trajectory}` for `pending` (one gait) by one batched FDDP solve."""
+    from trajopt import batched, fddp
+
+    problems = [command_problem(robot, g, c, duration=duration, **problem_options)
+                for g, c in pending]  # fmt: skip
+    results = batched.solve_batched(problems, max_iterations=max_iterations, devices=devices)
+    out = {}
+    for (gait, command), pr, (xs, us, info) in zip(pending, problems, results):
+        traj = fddp.to_trajectory(pr, xs, us, info, "fddp-single-batched")
+        traj.meta.update({"gait": gait, "command": list(command)})
+        out[(gait, command)] = traj
+    return out
 
 
 # --------------------------------------------------------------------------- cloning
