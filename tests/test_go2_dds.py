@@ -9,6 +9,7 @@ margins are tolerant of a loaded 2-core machine.
 
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -300,6 +301,34 @@ def test_watchdogs_damp_when_commands_stop(model, joint_map, domain):
     last = final["last_command_accepted_at"]
     assert len(sim_trips) == 1 and last + timeout < sim_trips[0] <= last + timeout + 0.002 + 1e-9
     assert final["mode"] == "DAMPING" and h["z"][-1] < 0.3  # sitting down (standing: 0.33)
+
+
+def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain):
+    """The robot process is frozen (SIGSTOP) while the loop runs: no LowState arrives, the
+    backend's stale-state watchdog latches DAMPING once, and so does the safety layer."""
+    with simulated_go2(domain) as proc:
+        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+        frozen = []
+
+        def freeze(t, safety, robot_):
+            if t >= 1.0 and not frozen:
+                proc.send_signal(signal.SIGSTOP)
+                frozen.append(robot_.now())
+
+        try:
+            safety = SafetyLayer(joint_map, TOLERANT)
+            control_loop.run(robot, StandUpController(joint_map, 0.3), safety, duration=1.5,
+                             on_tick=freeze)  # fmt: skip
+            status = robot.status()
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            robot.close()
+        final_status(proc)
+    trips = status["state_trips"]
+    assert len(trips) == 1 and 0.1 < trips[0] - frozen[0] < 0.1 + 0.1
+    assert status["mode"] == "DAMPING" and status["watchdog_trips"] == []
+    assert safety.mode is Mode.DAMPING
+    assert safety.log.first("damping").detail == "after measurement_timeout"
 
 
 def test_remote_estop_buttons_latch_damping(joint_map, domain):

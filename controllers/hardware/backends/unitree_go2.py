@@ -543,8 +543,8 @@ class Go2Robot:
         """Stop the writer (the robot's own timeout takes over) and leave the domain."""
         self._running = False
         self._thread.join(timeout=1.0)
-        for name in ("state_reader", "sport_reader", "cmd_writer"):
-            setattr(self, name, None)
+        for name in ("state_reader", "sport_reader", "cmd_writer", "participant", "domain"):
+            setattr(self, name, None)  # Cyclone deletes the entities with their last reference
 
 
 def release_sport_mode_or_none(participant, release: bool) -> str | None:
