@@ -325,7 +325,8 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
             robot.close()
         final_status(proc)
     trips = status["state_trips"]
-    assert len(trips) == 1 and 0.1 < trips[0] - frozen[0] < 0.1 + 0.1
+    # 0.1 s after the last LowState, which came a little before the freeze
+    assert len(trips) == 1 and 0.05 < trips[0] - frozen[0] < 0.1 + 0.1
     assert status["mode"] == "DAMPING" and status["watchdog_trips"] == []
     assert safety.mode is Mode.DAMPING
     assert safety.log.first("damping").detail == "after measurement_timeout"
