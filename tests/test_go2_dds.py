@@ -32,7 +32,7 @@ from controllers.hardware.backends import unitree_go2 as go2  # noqa: E402
 from controllers.hardware.backends import unitree_msgs as msgs  # noqa: E402
 from controllers.hardware.backends.mujoco_sim import MuJoCoRobot  # noqa: E402
 from controllers.hardware.interface import JointCommand, JointMap, RobotMode  # noqa: E402
-from controllers.hardware.pose import StandUpController  # noqa: E402
+from controllers.hardware.pose import PoseController, StandUpController  # noqa: E402
 from controllers.hardware.safety import Mode, SafetyConfig, SafetyLayer  # noqa: E402
 
 TOLERANT = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.1)
@@ -379,6 +379,31 @@ def test_sport_mode_is_released_before_arming(joint_map, domain):
     drivers.sport_mode = False
     assert drivers.submit(go2.lowcmd_from_command(command, perm), 0.0) is None
     assert drivers.mode is RobotMode.ACTIVE
+
+
+def test_lockstep_over_dds_reproduces_the_in_process_run(model, joint_map, domain):
+    """`--lockstep` + `LockstepGo2Robot`: the stand run through LowCmd/LowState (float32, SDK
+    slots, CRC) is the in-process MuJoCo run to float32 precision, step for step."""
+    config = dict(duration=0.6, control_dt=0.02, command_dt=0.002)
+
+    def stand(robot):
+        safety = SafetyLayer(joint_map, TOLERANT)
+        return control_loop.run(robot, PoseController.standing(joint_map), safety, **config)
+
+    local = stand(MuJoCoRobot(model, timestep=0.002, command_timeout=0.1, max_command_age=0.1))
+    with simulated_go2(domain, "--lockstep") as proc:
+        robot = go2.LockstepGo2Robot(joint_map, domain=domain, interface="lo")
+        try:
+            remote = stand(robot)
+        finally:
+            robot.close()
+        final = final_status(proc)
+    assert final["transport"]["steps"] == 300 and final["robot_time"] == pytest.approx(0.6)
+    assert final["drivers"]["accepted"] == 300 and final["transport"]["late_commands"] == 0
+    np.testing.assert_array_equal(remote.log["t"], local.log["t"])
+    for key, tol in (("joint_q", 1e-6), ("base_position", 1e-6), ("q_target", 1e-6)):
+        np.testing.assert_allclose(remote.log[key], local.log[key], atol=tol, err_msg=key)
+    assert remote.safety.mode is Mode.NORMAL
 
 
 def test_stand_controller_holds_the_simulated_go2_for_10_s(model, joint_map, domain):

@@ -10,7 +10,9 @@ project's simulator (`--backend sim`), in real time (late steps run back to back
 `MAX_CATCH_UP`, and are counted as overruns). Simulated time starts with the first accepted
 LowCmd; until then the robot stands still in its initial state (`--q0`, default the standing
 pose) and LowState is published at the same rate. `--freeze` never starts the physics (tests
-of the message contents).
+of the message contents). `--lockstep` does not follow the wall clock: it simulates up to the
+robot time of each `Step_` on `rt/diffloco/step` (ours, `backends.unitree_go2.LockstepGo2Robot`
+is the client), so a controller slower than real time drives it over the same messages.
 
 The motors (`LowCmdDrivers`) apply, at every physics step, from the latest accepted LowCmd,
 
@@ -120,7 +122,9 @@ class LowCmdDrivers:
 class Go2Sim:
     """A simulated robot (`MuJoCoRobot` or `SimRobot`) on the Go2's DDS topics."""
 
-    def __init__(self, robot, participant, *, freeze=False, press=None, sport_mode=False):
+    def __init__(
+        self, robot, participant, *, freeze=False, press=None, sport_mode=False, lockstep=False
+    ):
         self.robot = robot
         self.drivers = robot.driver
         self.perm = self.drivers.perm
@@ -136,12 +140,14 @@ class Go2Sim:
         self.rpc_reader = go2.make_reader(
             participant, f"{go2.MOTION_SWITCHER}/request", msgs.Request_, 16
         )
+        self.lockstep = lockstep
+        self.step_reader = go2.make_reader(participant, go2.TOPIC_STEP, msgs.Step_, 16)
         self._state = msgs.zero(msgs.LowState_)  # filled in place at every publish
         self._sport = msgs.zero(msgs.SportModeState_)
         self.running = True
         self.started = False
         self.history: dict = {k: [] for k in ("t", "z", "mode", "kp_max", "buttons")}
-        self.counters = {"published": 0, "overruns": 0, "rpc": 0}
+        self.counters = {"published": 0, "overruns": 0, "rpc": 0, "steps": 0, "late_commands": 0}
 
     # ------------------------------------------------------------- incoming
     def drain(self) -> None:
@@ -191,7 +197,10 @@ class Go2Sim:
 
     # ------------------------------------------------------------- loop
     def serve(self, max_lifetime: float) -> dict:
-        """Publish and simulate in real time until stopped or `max_lifetime` [s] of wall time."""
+        """Publish and simulate in real time (or lockstep) until stopped or `max_lifetime` [s]
+        of wall time."""
+        if self.lockstep:
+            return self._serve_lockstep(time.perf_counter() + max_lifetime)
         dt = self.robot.dt
         born = start = time.perf_counter()
         ticks = 0
@@ -211,6 +220,38 @@ class Go2Sim:
             delay = start + (ticks + 1) * dt - time.perf_counter()
             if delay > 0:
                 time.sleep(min(delay, dt))
+        return self.status()
+
+    def _serve_lockstep(self, end: float) -> dict:
+        """Simulate to each `Step_` target once its LowCmds arrived, publishing every step;
+        until the first step, publish the initial state every 20 ms (for discovery)."""
+        dt, last_publish = self.robot.dt, 0.0
+        while self.running and time.perf_counter() < end:
+            self.drain()
+            steps = go2.take(self.step_reader, msgs.Step_)
+            if not steps:
+                if not self.counters["steps"] and time.perf_counter() - last_publish > 0.02:
+                    self.publish()
+                    last_publish = time.perf_counter()
+                time.sleep(0.0002)
+                continue
+            self.counters["steps"] += len(steps)
+            target = max(s.target for s in steps)
+            needed = max(s.commands for s in steps)
+            wait = time.perf_counter() + 1.0
+            while self.drivers.counters["received"] < needed and time.perf_counter() < wait:
+                time.sleep(0.0002)
+                self.drain()
+            if self.drivers.counters["received"] < needed:
+                self.counters["late_commands"] += 1
+            self.started = not self.freeze
+            moved = False
+            while self.started and self.robot.now() < target - 0.5 * dt:
+                self.robot.advance(dt)
+                self.publish()
+                moved = True
+            if not moved:
+                self.publish()  # the state at the target again (a repeated step)
         return self.status()
 
     def status(self) -> dict:
@@ -282,6 +323,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--q0", default=None, help="initial configuration, JSON list (nq,)")
     parser.add_argument("--freeze", action="store_true", help="never run the physics")
     parser.add_argument("--sport-mode", action="store_true", help="start in sport mode")
+    parser.add_argument("--lockstep", action="store_true", help="simulate on Step_ messages")
     parser.add_argument("--press", nargs=3, type=float, default=None, metavar=("T", "D", "BITS"))
     parser.add_argument("--max-lifetime", type=float, default=600.0, help="[s]")
     args = parser.parse_args(argv)
@@ -290,7 +332,7 @@ def main(argv=None) -> dict:
     robot = make_robot(args.backend, args.timestep, q0, args.command_timeout, args.damping_kd)
     domain, participant = go2.open_domain(args.domain, args.interface or None)
     sim = Go2Sim(robot, participant, freeze=args.freeze, press=args.press,
-                 sport_mode=args.sport_mode)  # fmt: skip
+                 sport_mode=args.sport_mode, lockstep=args.lockstep)  # fmt: skip
 
     def stop(*_):
         sim.running = False

@@ -74,6 +74,7 @@ SDK_JOINT_NAMES = tuple(
 NUM_JOINTS = len(SDK_JOINT_NAMES)
 COMMAND_RATE = 500.0  # [Hz] LowCmd rate of the SDK's examples and unitree_mujoco
 TOPIC_LOWCMD, TOPIC_LOWSTATE, TOPIC_SPORTSTATE = "rt/lowcmd", "rt/lowstate", "rt/sportmodestate"
+TOPIC_STEP = "rt/diffloco/step"  # lockstep with our simulated Go2 only (`LockstepGo2Robot`)
 MOTION_SWITCHER = "rt/api/motion_switcher"
 API_CHECK_MODE, API_RELEASE_MODE = 1001, 1003
 
@@ -422,10 +423,18 @@ class Go2Robot:
             )
         self.released_mode = release_sport_mode_or_none(self.participant, release_sport_mode)
         self._running = True
-        self._thread = threading.Thread(target=self._write_loop, daemon=True, name="go2-lowcmd")
-        self._thread.start()
+        self._thread = None
+        if self.threaded:
+            self._thread = threading.Thread(target=self._write_loop, daemon=True, name="go2-lowcmd")
+            self._thread.start()
         if connect_timeout > 0:
             self.wait_for_state(connect_timeout)
+
+    threaded = True  # a writer thread repeats the command at `command_rate`
+
+    def _stamp(self, msg, now: float) -> float:
+        """The timestamp of a LowState or SportModeState taken at local time `now`."""
+        return now
 
     # ------------------------------------------------------------- incoming (polled)
     def _poll(self, now: float) -> None:
@@ -434,7 +443,7 @@ class Go2Robot:
             sport = take(self.sport_reader, msgs.SportModeState_)
             if sport:
                 self.counters["sport_states"] += len(sport)
-                self.sport = (now, *base_from_sport_state(sport[-1]))
+                self.sport = (self._stamp(sport[-1], now), *base_from_sport_state(sport[-1]))
         states = take(self.state_reader, msgs.LowState_)
         if not states:
             return
@@ -448,8 +457,9 @@ class Go2Robot:
             self.driver.estop(now)
         self.buttons = buttons
         self.sequence += 1
+        stamp = self._stamp(msg, now)
         m = measurement_from_lowstate(
-            msg, self.perm, timestamp=now, sequence=self.sequence, robot_mode=self.driver.mode
+            msg, self.perm, timestamp=stamp, sequence=self.sequence, robot_mode=self.driver.mode
         )
         if not m.is_finite():
             self.counters["nonfinite"] += 1
@@ -542,7 +552,8 @@ class Go2Robot:
     def close(self) -> None:
         """Stop the writer (the robot's own timeout takes over) and leave the domain."""
         self._running = False
-        self._thread.join(timeout=1.0)
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
         for name in ("state_reader", "sport_reader", "cmd_writer", "participant", "domain"):
             setattr(self, name, None)  # Cyclone deletes the entities with their last reference
 
@@ -550,3 +561,76 @@ class Go2Robot:
 def release_sport_mode_or_none(participant, release: bool) -> str | None:
     """`release_sport_mode(participant)` if asked (the released mode's name), else None."""
     return release_sport_mode(participant) if release else None
+
+
+class LockstepGo2Robot(Go2Robot):
+    """A `SimulatedRobot` over the Go2's topics, for our simulated Go2 in lockstep (`python -m
+    controllers.hardware.go2_sim --lockstep`): the same messages, CRC, slot order and drivers as
+    `Go2Robot`, but in robot time, so a controller slower than real time (the MPC here) runs
+    through the robot's protocol deterministically.
+
+    `write` sends the drivers' active command at once (no writer thread); `advance(duration)`
+    publishes a `Step_` (`rt/diffloco/step`: simulate to `now() + duration` once the LowCmds
+    sent so far arrived) and waits for the LowState of that time, re-sending every
+    `resend_every` [s], `TimeoutError` after `step_timeout`. `now()` and the measurements'
+    timestamps are the robot's `tick` [ms] / 1000 (the simulated Go2 publishes its time
+    there). Only our simulator knows `Step_`: a real robot or unitree_mujoco never advances.
+    """
+
+    threaded = False
+
+    def __init__(self, joint_map: JointMap, *, step_timeout=10.0, resend_every=0.2, **kwargs):
+        # the clock stands while we compute; a sport state is used only at the same robot time
+        kwargs.setdefault("state_timeout", 1e-6)
+        super().__init__(joint_map, **kwargs)
+        self.step_timeout = step_timeout
+        self.resend_every = resend_every
+        self.step_writer = make_writer(self.participant, TOPIC_STEP, msgs.Step_)
+        self._msg = new_lowcmd()
+
+    def _stamp(self, msg, now: float) -> float:
+        if isinstance(msg, msgs.LowState_):
+            return 1e-3 * msg.tick
+        return msg.stamp.sec + 1e-9 * msg.stamp.nanosec
+
+    def now(self) -> float:
+        latest = self.latest
+        return 0.0 if latest is None else latest.timestamp
+
+    def write(self, command: JointCommand) -> None:
+        with self.lock:
+            now = self.now()
+            self.driver.submit(command, now)
+            if self.latest is None or self.driver.command is None:
+                return
+            active = self.driver.active_command(self.latest.joint_q, now)
+            self.cmd_writer.write(lowcmd_from_command(active, self.perm, self._msg))
+            self.counters["sent"] += 1
+
+    def advance(self, duration: float) -> None:
+        """Let the robot simulate `duration` [s] and wait for its LowState at the end."""
+        target = self.now() + duration
+        step = msgs.Step_(target=target, commands=self.counters["sent"])
+        deadline = time.perf_counter() + self.step_timeout
+        while time.perf_counter() < deadline:
+            self.step_writer.write(step)
+            resend = min(deadline, time.perf_counter() + self.resend_every)
+            while time.perf_counter() < resend:
+                m = self.read()
+                if m is not None and m.timestamp >= target - 1e-6 and self._sport_at(target):
+                    return
+                time.sleep(0.0002)
+        raise TimeoutError(
+            f"the simulated Go2 did not reach robot time {target:.4f} s within "
+            f"{self.step_timeout} s (is it running with --lockstep?)"
+        )
+
+    def _sport_at(self, target: float) -> bool:
+        """The sport state of robot time `target` arrived (or none is subscribed)."""
+        return self.sport_reader is None or (
+            self.sport is not None and self.sport[0] >= target - 1e-6
+        )
+
+    def close(self) -> None:
+        self.step_writer = None
+        super().close()

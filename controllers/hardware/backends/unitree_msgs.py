@@ -236,6 +236,19 @@ class SportModeState_(IdlStruct, typename="unitree_go.msg.dds_.SportModeState_")
     path_point: array[PathPoint_, 10]
 
 
+# --------------------------------------------------------------------------- ours
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class Step_(IdlStruct, typename="diffloco.msg.dds_.Step_"):
+    """Lockstep with our simulated Go2 only (topic `rt/diffloco/step`; no Unitree robot or
+    simulator knows it): simulate up to robot time `target` [s], once `commands` LowCmds from
+    this sender have arrived (DDS does not order samples across topics)."""
+
+    target: types.float64
+    commands: u32
+
+
 # --------------------------------------------------------------------------- unitree_api (RPC)
 @dataclass
 @annotate.final
