@@ -4,6 +4,7 @@ the hardware interface and the safety layer, in real time.
     python examples/deploy_go2.py --seconds 10                          # simulated Go2, stand up
     python examples/deploy_go2.py --controller policy --policy FOLDER --velocity 0.5
     python examples/deploy_go2.py --controller mpc --velocity 0.5       # the MPC (see below)
+    python examples/deploy_go2.py --controller mpc --lockstep --seconds 5   # ... in robot time
 
     # unitree_mujoco (its simulate/config.yaml: domain 1, interface lo), started beforehand:
     python examples/deploy_go2.py --no-sim --domain 1 --interface lo
@@ -22,8 +23,9 @@ controller at its own rate in a thread of its own:
   `rt/sportmodestate` (simulators; on the robot a state estimator of your own);
 - `mpc`: the MPC trot of `controllers.state_feedback`, 3 FDDP iterations per cycle. It is not
   fast enough for real time on a 2-core machine (BENCHMARKS.md): its commands arrive late and
-  the safety layer damps after its command timeout; `examples/deploy_mujoco.py --controller
-  mpc` and `deploy_network.py --controller mpc` (lockstep) run it in simulated time.
+  the safety layer damps after its command timeout. With `--lockstep` the simulated Go2
+  simulates only when told (`LockstepGo2Robot`, a `Step_` message of ours after each command
+  tick): the MPC then runs over the same LowCmd/LowState messages in robot time.
 The remote's L2 + B latches the e-stop. Prints the timing, the safety interventions, the
 backend's and the simulated robot's counters; saves the loop log (npz) and a summary (json).
 """
@@ -41,7 +43,7 @@ import numpy as np
 
 import dynamics
 from controllers.hardware import control_loop, go2_sim
-from controllers.hardware.backends.unitree_go2 import Go2Robot
+from controllers.hardware.backends.unitree_go2 import Go2Robot, LockstepGo2Robot
 from controllers.hardware.interface import JointMap, VelocityCommand
 from controllers.hardware.pose import StandUpController
 from controllers.hardware.safety import SafetyConfig, SafetyLayer
@@ -84,12 +86,14 @@ def make_controller(kind: str, joint_map: JointMap, policy=None, stand_up=1.5, h
 
 
 @contextlib.contextmanager
-def simulated_go2(domain: int, lying: bool, lifetime: float):
+def simulated_go2(domain: int, lying: bool, lifetime: float, lockstep: bool = False):
     """The simulated Go2 process, or nothing when `domain` is None."""
     if domain is None:
         yield None
         return
     args = ["--domain", str(domain), "--interface", "lo", "--max-lifetime", str(lifetime)]
+    if lockstep:
+        args.append("--lockstep")
     if lying:
         model = dynamics.load_robot("go2")
         args += ["--q0", json.dumps(lying_configuration(model).tolist())]
@@ -98,7 +102,8 @@ def simulated_go2(domain: int, lying: bool, lifetime: float):
 
 
 def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, policy=None,
-        velocity=0.5, command_rate=500.0, stand_up=1.5, release_sport_mode=False):  # fmt: skip
+        velocity=0.5, command_rate=500.0, stand_up=1.5, release_sport_mode=False,
+        lockstep=False):  # fmt: skip
     joint_map = JointMap.from_model(dynamics.load_robot("go2"))
     ctrl, safety_changes, control_dt = make_controller(controller, joint_map, policy, stand_up)
     config = SafetyConfig(
@@ -109,11 +114,16 @@ def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, po
     control_dt = max(command_dt, round(control_dt / command_dt) * command_dt)
     walk = controller != "stand"
     sim_final = None
-    with simulated_go2(domain if sim else None, lying=not walk, lifetime=seconds + 120) as proc:
-        robot = Go2Robot(
-            joint_map, domain=domain, interface=interface or None, command_timeout=0.3,
-            state_timeout=0.1, max_command_age=0.3, release_sport_mode=release_sport_mode,
-        )  # fmt: skip
+    if lockstep and not sim:
+        raise ValueError("--lockstep needs the simulated Go2 (no --no-sim)")
+    lifetime = seconds + 120 if not lockstep else 3600
+    with simulated_go2(domain if sim else None, not walk, lifetime, lockstep) as proc:
+        kwargs = dict(domain=domain, interface=interface or None, command_timeout=0.3,
+                      max_command_age=0.3, release_sport_mode=release_sport_mode)  # fmt: skip
+        if lockstep:
+            robot = LockstepGo2Robot(joint_map, **kwargs)
+        else:
+            robot = Go2Robot(joint_map, state_timeout=0.1, **kwargs)
         try:
             result = control_loop.run(
                 robot, ctrl, SafetyLayer(joint_map, config), duration=seconds,
@@ -137,6 +147,7 @@ def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, po
         "domain": domain,
         "interface": interface,
         "simulated": sim,
+        "lockstep": lockstep,
         "velocity_command_m_per_s": velocity if walk else 0.0,
         "average_speed_m_per_s": control_loop.average_speed(result.log, after=WALK_AFTER + 1.0),
         "backend": backend,
@@ -157,6 +168,7 @@ def main(argv=None):
     parser.add_argument("--interface", default="lo", help="network interface ('' = any)")
     parser.add_argument("--no-sim", action="store_true", help="do not start the simulated Go2")
     parser.add_argument("--release-sport-mode", action="store_true")
+    parser.add_argument("--lockstep", action="store_true", help="simulated Go2 in robot time")
     parser.add_argument("--stand-up", type=float, default=1.5, help="stand-up time [s]")
     parser.add_argument("--command-rate", type=float, default=500.0, help="safety layer [Hz]")
     parser.add_argument("--out", default="results")
@@ -167,6 +179,7 @@ def main(argv=None):
     summary, result = run(
         args.controller, args.seconds, args.domain, args.interface, not args.no_sim,
         args.policy, args.velocity, args.command_rate, args.stand_up, args.release_sport_mode,
+        args.lockstep,
     )  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
