@@ -432,27 +432,32 @@ def test_stand_controller_holds_the_simulated_go2_for_10_s(model, joint_map, dom
 
 
 def test_an_exported_policy_walks_the_simulated_go2(joint_map, domain):
-    folder = os.environ.get("DIFFLOCO_GO2_POLICY", "")
-    if not folder or not os.path.isdir(folder):
-        pytest.skip(
-            "no walking Go2 policy is shipped: set DIFFLOCO_GO2_POLICY to an exported policy "
-            "folder (examples/train_policy.py writes <out>/export) to run this test"
-        )
+    """The shipped exported policy (examples/policies/go2_forward, or DIFFLOCO_GO2_POLICY)
+    through Go2Robot and the safety layer in real time: stands 1 s, then 0.5 m/s for 10 s."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shipped = os.path.join(root, "examples", "policies", "go2_forward")
+    folder = os.environ.get("DIFFLOCO_GO2_POLICY", shipped)
+    if not os.path.isdir(folder):
+        pytest.skip(f"no exported policy folder {folder!r} (DIFFLOCO_GO2_POLICY)")
     from controllers.hardware.interface import VelocityCommand
     from controllers.learning.policy_adapter import PolicyController
     from controllers.learning.policy_export import load_numpy_policy
 
     policy = load_numpy_policy(folder)
     config = policy.config
+    # a stalled process (the robot's or ours) damps after 0.3 s, not 0.1: a loaded machine
+    # pauses processes for 0.1 s at times, and the simulated robot pauses with its process
+    patient = dict(BACKEND, state_timeout=0.3)
+    safety = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.3)
     with simulated_go2(domain) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+        robot = go2.Go2Robot(joint_map, domain=domain, **patient)
         try:
             controller = PolicyController(
                 policy, joint_map, action_scale=config["action_scale"],
                 kp=np.asarray(config["kp"]), kd=np.asarray(config["kd"]),
             )  # fmt: skip
             loop = control_loop.run(
-                robot, controller, SafetyLayer(joint_map, TOLERANT), duration=11.0,
+                robot, controller, SafetyLayer(joint_map, safety), duration=11.0,
                 control_dt=config["control_dt"],
                 command_source=lambda t: VelocityCommand(vx=0.5 if t > 1.0 else 0.0),
             )  # fmt: skip
@@ -460,10 +465,11 @@ def test_an_exported_policy_walks_the_simulated_go2(joint_map, domain):
             robot.close()
         final_status(proc)
     z = loop.log["base_position"][:, 2]
-    assert np.nanmin(z[loop.log["t"] > 1.0]) > 0.2  # no fall
+    serious = [(e.kind, e.detail) for e in loop.safety.events if e.kind in ("damping", "estop")]
+    assert loop.safety.mode is Mode.NORMAL, serious
+    assert np.nanmin(z[loop.log["t"] > 1.0]) > 0.2  # no fall (standing: 0.33)
     speed = control_loop.average_speed(loop.log, after=2.0)
     assert 0.4 < speed < 0.6, speed
-    assert loop.safety.mode is Mode.NORMAL
 
 
 def test_deploy_go2_example_stands_up(tmp_path):
