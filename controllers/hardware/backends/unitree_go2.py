@@ -48,6 +48,9 @@ active. If nothing answers (firmware without the service), stop the sport servic
 before arming: lay the robot down, and in Unitree's app turn the sport-mode service off (or
 run Unitree SDK 2's motion-switcher example, which calls ReleaseMode). unitree_mujoco has no
 sport service; our simulated Go2 models one with `--sport-mode`.
+
+`LockstepGo2Robot` is the same link in robot time, for our simulated Go2 with `--lockstep`
+only: a controller slower than real time (the MPC here) then runs over the same messages.
 """
 
 from __future__ import annotations
