@@ -38,7 +38,7 @@ from controllers.hardware.safety import Mode, SafetyConfig, SafetyLayer  # noqa:
 TOLERANT = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.1)
 BACKEND = dict(interface="lo", command_timeout=0.3, state_timeout=0.1, max_command_age=0.3)
 F32 = dict(rtol=2e-7, atol=2e-7)  # float32 on the wire
-_DOMAINS = iter(range(2 + 8 * (os.getpid() % 28), 232))  # 8 ids per process, below 232
+_DOMAINS = iter(range(2 + 12 * (os.getpid() % 19), 232))  # 12 ids per process, below 232
 
 
 @pytest.fixture(scope="module")
