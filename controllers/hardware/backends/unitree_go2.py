@@ -432,6 +432,7 @@ class Go2Robot:
             self._thread.start()
         if connect_timeout > 0:
             self.wait_for_state(connect_timeout)
+            self._wait_for_sport_state(min(connect_timeout, 1.0))
 
     threaded = True  # a writer thread repeats the command at `command_rate`
 
@@ -478,6 +479,17 @@ class Go2Robot:
                 return m
             time.sleep(0.002)
         raise TimeoutError(f"no rt/lowstate within {timeout} s (domain, interface, robot on?)")
+
+    def _wait_for_sport_state(self, timeout: float) -> bool:
+        """Wait up to `timeout` [s] for a first `rt/sportmodestate` (the two topics match their
+        peers separately); False when none came (the robot without its sport service)."""
+        deadline = time.perf_counter() + timeout
+        while self.sport_reader is not None and time.perf_counter() < deadline:
+            self.read()
+            if self.sport is not None:
+                return True
+            time.sleep(0.002)
+        return self.sport is not None
 
     # ------------------------------------------------------------- the 500 Hz writer
     def _write_loop(self) -> None:
