@@ -2,7 +2,7 @@
 the hardware interface and the safety layer, in real time.
 
     python examples/deploy_go2.py --seconds 10                          # simulated Go2, stand up
-    python examples/deploy_go2.py --controller policy --policy FOLDER --velocity 0.5
+    python examples/deploy_go2.py --controller policy --velocity 0.5    # the shipped policy
     python examples/deploy_go2.py --controller mpc --velocity 0.5       # the MPC (see below)
     python examples/deploy_go2.py --controller mpc --lockstep --seconds 5   # ... in robot time
 
@@ -18,8 +18,9 @@ on the floor, and stops it at the end. The backend (`controllers.hardware.backen
 sends LowCmd at 500 Hz from its own thread; the safety layer runs at `--command-rate`, the
 controller at its own rate in a thread of its own:
 - `stand`: `StandUpController`, from the measured pose to standing in `--stand-up` s, then hold;
-- `policy`: an exported policy folder (`controllers.learning.policy_export`), at the rate and
-  with the gains it was exported with; it needs the base velocity, which comes from
+- `policy`: an exported policy folder (`controllers.learning.policy_export`; default the
+  shipped walking policy `examples/policies/go2_forward`), at the rate and with the gains it
+  was exported with; it needs the base velocity, which comes from
   `rt/sportmodestate` (simulators; on the robot a state estimator of your own);
 - `mpc`: the MPC trot of `controllers.state_feedback`, 3 FDDP iterations per cycle. It is not
   fast enough for real time on a 2-core machine (BENCHMARKS.md): its commands arrive late and
@@ -51,6 +52,7 @@ from controllers.hardware.timing import format_summary
 
 LYING = (0.0, 1.36, -2.65)  # [rad] hip, thigh, calf of each leg, lying on the belly
 WALK_AFTER = 1.0  # [s] zero velocity command before `--velocity`
+SHIPPED_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policies", "go2_forward")
 
 
 def lying_configuration(model) -> np.ndarray:
@@ -161,7 +163,7 @@ def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, po
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--controller", default="stand", choices=("stand", "policy", "mpc"))
-    parser.add_argument("--policy", default=None, help="exported policy folder")
+    parser.add_argument("--policy", default=SHIPPED_POLICY, help="exported policy folder")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--velocity", type=float, default=0.5, help="forward command [m/s]")
     parser.add_argument("--domain", type=int, default=1, help="DDS domain (robot: 0)")
