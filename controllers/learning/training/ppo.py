@@ -215,7 +215,8 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
     devices: split the `num_envs` environments (the global batch) over this many devices
     (`sharding.default_mesh`: None uses all devices JAX sees; the same number from each
     process of a `jax.distributed` run); the result is the one-device result up to the order
-    of floating-point reductions. Every process returns the same policy."""
+    of floating-point reductions. Every process returns the same policy. With a mesh, the
+    `model` passed to `callback` holds global arrays (`sharding.to_local` copies it here)."""
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if config.num_envs * config.rollout_steps < config.minibatches:
