@@ -112,6 +112,7 @@ def run_mpc(
     initial_state: State | None = None,
     command_schedule=None,
     replan_every: int = 1,
+    feedback: bool = False,
     progress: bool = True,
 ) -> ClosedLoopResult:
     """Run `mpc` against the simulator for `duration` seconds (see the module docstring).
@@ -123,7 +124,9 @@ def run_mpc(
         initial_state: default: standing at rest.
         command_schedule: optional `f(t) -> (v_x, v_y, yaw_rate)` applied each period.
         replan_every: replan every this many control periods (in between, the plan's next
-            knots' targets are applied open loop): emulates a slower MPC rate.
+            knots' targets are applied): emulates a slower MPC rate.
+        feedback: in between replans, add the plan's Riccati feedback on the measured state
+            (`MPC.targets_at(t, state)`) instead of applying the plan's targets open loop.
         progress: print a line per simulated second (time, speed, cycle time).
     """
     model = mpc.model
@@ -154,7 +157,7 @@ def run_mpc(
         elif k % replan_every == 0:
             u = mpc.update(state, t)
         else:
-            u = mpc.targets_at(t)
+            u = mpc.targets_at(t, state if feedback else None)
         state, force, bad = advance(params, state, jnp.asarray(u), kp)
         qs.append(np.asarray(state.q))
         vs.append(np.asarray(state.v))

@@ -24,9 +24,11 @@ a safe stand (the standing joint targets) until `reset`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -58,6 +60,21 @@ class CycleRecord:
     cost: float
     shift: int
     mode: str
+
+
+@dataclass
+class CycleOutcome:
+    """What one cycle's solve produced (`MPC.plan_cycle`), before `MPC.commit`: its time `t`
+    [s], wall time [s], knots shifted, the solved `plan` (None if the solve failed), the
+    shifted previous plan `warm` (None when standing), and the status ("stand" when the
+    controller is in its safe stand and did not solve)."""
+
+    t: float
+    wall_time: float
+    shift: int
+    plan: Trajectory | None
+    warm: Trajectory | None
+    status: str
 
 
 @dataclass
@@ -93,6 +110,8 @@ class MPC:
         iterations: FDDP iterations per cycle; warmup_iterations: for the first plan.
         time_budget: wall-clock budget per cycle [s] (None: only the iteration count).
         max_failures: consecutive failed cycles before the safe stand.
+        feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
+            (`targets_at` with a state).
         problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params...).
     """
 
@@ -109,6 +128,7 @@ class MPC:
         warmup_iterations: int = 20,
         time_budget: float | None = None,
         max_failures: int = 3,
+        feedback_limit: float = 0.3,
         **problem_options,
     ):
         check_gait(gait)
@@ -128,6 +148,10 @@ class MPC:
         self.warmup_iterations = int(warmup_iterations)
         self.time_budget = time_budget
         self.max_failures = int(max_failures)
+        if not feedback_limit >= 0:
+            raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
+        self.feedback_limit = float(feedback_limit)
+        self._local = jax.jit(functools.partial(P.local, self.problem))
         nqb = self.model.nq - self.model.nu
         self.stand_targets = np.asarray(self.model.q_standing)[nqb:].copy()
         self.plan: Trajectory | None = None
@@ -196,12 +220,19 @@ class MPC:
         joint PD targets `(nu,)` to apply until the next cycle."""
         if self.plan is None:
             return self.reset(state, t)
+        self.commit(self.plan_cycle(state, t))
+        return self.last_targets.copy()
+
+    def plan_cycle(self, state: State, t: float) -> CycleOutcome:
+        """The solve of one cycle (`update` = `commit(plan_cycle(...))`), without changing the
+        controller: a real-time caller runs it in a solver thread while the current plan
+        keeps serving `targets_at`, then commits the outcome."""
+        if self.plan is None:
+            raise RuntimeError("plan_cycle needs a first plan: call reset(state) first")
         start = time.perf_counter()
         shift = max(int(round((t - self.plan_time) / self.dt)), 0)
         if self.mode == "stand":
-            self._record(t, time.perf_counter() - start, "stand", 0, float("nan"), shift)
-            self.last_targets = self.stand_targets.copy()
-            return self.last_targets.copy()
+            return CycleOutcome(t, time.perf_counter() - start, shift, None, None, "stand")
         warm = self.plan.shifted(shift)
         problem = self._problem_at(state, t)
         try:
@@ -219,30 +250,63 @@ class MPC:
             )
         except (FloatingPointError, np.linalg.LinAlgError):
             failed, plan = True, None
-        wall = time.perf_counter() - start
-        if not failed:
+        status = "error" if plan is None else plan.status
+        return CycleOutcome(
+            t, time.perf_counter() - start, shift, None if failed else plan, warm, status
+        )
+
+    def commit(self, outcome: CycleOutcome) -> None:
+        """Make a cycle's outcome the current plan (see the module docstring's fallbacks)."""
+        o = outcome
+        if o.status == "stand":
+            self._record(o.t, o.wall_time, "stand", 0, float("nan"), o.shift)
+            self.last_targets = self.stand_targets.copy()
+            return
+        if o.plan is not None:
             self.failures = 0
-            self._accept(plan, t, wall, shift)
-            return self.last_targets.copy()
+            self._accept(o.plan, o.t, o.wall_time, o.shift)
+            return
         # keep the previous plan, shifted; after max_failures, stand
         self.failures += 1
-        self.plan, self.plan_time = warm, t
+        self.plan, self.plan_time = o.warm, o.t
         self.mode = "stand" if self.failures >= self.max_failures else "fallback"
         self.last_targets = (
-            self.stand_targets.copy() if self.mode == "stand" else np.asarray(warm.u[0]).copy()
+            self.stand_targets.copy() if self.mode == "stand" else np.asarray(o.warm.u[0]).copy()
         )
-        status = plan.status if plan is not None else "error"
-        self._record(t, wall, status, 0, float("nan"), shift)
-        return self.last_targets.copy()
+        self._record(o.t, o.wall_time, o.status, 0, float("nan"), o.shift)
 
-    def targets_at(self, t: float) -> np.ndarray:
+    def targets_at(self, t: float, state: State | None = None) -> np.ndarray:
         """The current plan's PD targets `(nu,)` for time `t` [s] without replanning (the knot
-        that contains `t`, the last one beyond the horizon); the stand targets when standing."""
+        that contains `t`, the last one beyond the horizon); the stand targets when standing.
+
+        With the measured `state`, the plan's Riccati feedback is added (FDDP's local control
+        law of its last step, `Trajectory.feedback`):
+
+            u = u_k + clip(K_k (x (-) x_k), -feedback_limit, feedback_limit)
+
+        with `x = (q, v, u_prev)` the measured state and the last targets, `x_k` the plan's knot
+        state, `(-)` the tangent difference (`trajopt.problem.local`). Between two solves this
+        closes the loop at the caller's rate, not the solver's."""
         if self.plan is None or self.mode == "stand":
             return self.stand_targets.copy()
         k = min(max(int(np.floor((t - self.plan_time) / self.dt + 1e-9)), 0), self.plan.horizon - 1)
-        self.last_targets = np.asarray(self.plan.u[k], dtype=float).copy()
+        u = np.asarray(self.plan.u[k], dtype=float).copy()
+        if state is not None and self.plan.feedback is not None:
+            u = u + self._feedback_term(k, state)
+        self.last_targets = u
         return self.last_targets.copy()
+
+    def _feedback_term(self, k: int, state: State) -> np.ndarray:
+        """`clip(K_k (x (-) x_k))` `(nu,)` (see `targets_at`)."""
+        plan = self.plan
+        u_prev_k = plan.u[k - 1] if k > 0 else plan.u_prev0
+        if u_prev_k is None:
+            u_prev_k = self.last_targets
+        x_k = P.KnotState(plan.q[k], plan.v[k], u_prev_k)
+        x = P.KnotState(np.asarray(state.q), np.asarray(state.v), self.last_targets)
+        dx = np.asarray(self._local(x_k, x))
+        correction = np.asarray(plan.feedback[k]) @ dx
+        return np.clip(correction, -self.feedback_limit, self.feedback_limit)
 
     def _accept(self, plan: Trajectory, t: float, wall: float, shift: int) -> None:
         self.plan, self.plan_time, self.mode = plan, t, "mpc"

@@ -418,6 +418,7 @@ def solve_fddp(
     status = "max_iterations"
     mu = mu0
     iteration = 0
+    feedback = None  # (T, nu, nx) the Riccati gains K of the last accepted step
     if not np.isfinite(cost) or not np.all(np.isfinite(defects)):
         # Never hand NaN back: keep the (finite) initial state at every knot, report inf.
         status = "diverged"
@@ -469,6 +470,7 @@ def solve_fddp(
             status = "converged" if stationary and feasible else "line_search_failed"
             break
         xs, us, cost, terms, defects, forces, taus = trial
+        feedback = K
         cost, defects = float(cost), np.asarray(defects)
         mu = max(mu / 10.0, 1e-9)
         gaps = float(np.sum(np.abs(defects)))
@@ -512,6 +514,7 @@ def solve_fddp(
         "taus": np.asarray(taus),
         "defects": float(np.sum(np.abs(defects))),
         "wall_time": time.perf_counter() - start,
+        "feedback": None if feedback is None else np.asarray(feedback),
     }
     return xs, us, info
 
@@ -526,6 +529,7 @@ def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
         tau=info["taus"],
         force=info["forces"],
         u_prev0=np.asarray(problem.data.x0.u_prev),
+        feedback=info.get("feedback"),
         cost=info["cost"],
         term_costs=info["term_costs"],
         status=info["status"],

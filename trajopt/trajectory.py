@@ -32,7 +32,10 @@ class Trajectory:
     q (T+1, nq), v (T+1, nv): knot states; u (T, nu): controls (PD targets or torques);
     tau (T, nu): mean joint torques per knot; force (T, nfeet, 3): mean contact forces [N];
     dt: knot duration [s]; cost: total cost; term_costs: {term: cost}; status: one of STATUSES;
-    iterations: solver iterations; history: per-iteration records; meta: free-form metadata.
+    iterations: solver iterations; history: per-iteration records; meta: free-form metadata;
+    feedback (T, nu, nx): FDDP's Riccati gains `K_t` of the last accepted step (None if none),
+    the local control law `u = u_t + K_t (x (-) x_t)` around the knots, `x = (q, v, u_prev)` in
+    tangent coordinates (`trajopt.problem.local`).
     """
 
     q: np.ndarray
@@ -48,6 +51,7 @@ class Trajectory:
     iterations: int = 0
     history: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    feedback: np.ndarray | None = None
 
     @property
     def horizon(self) -> int:
@@ -77,6 +81,7 @@ class Trajectory:
             u=shift(self.u, self.horizon),
             tau=shift(self.tau, self.horizon),
             force=shift(self.force, self.horizon),
+            feedback=shift(self.feedback, self.horizon),
             u_prev0=self.u[k - 1] if k > 0 else self.u_prev0,
             status="initial",
             history=[],
@@ -88,7 +93,8 @@ class Trajectory:
         stem = path[:-4] if path.endswith(".npz") else path
         folder = os.path.dirname(os.path.abspath(stem))
         os.makedirs(folder, exist_ok=True)
-        arrays = {k: getattr(self, k) for k in ("q", "v", "u", "tau", "force", "u_prev0")}
+        names = ("q", "v", "u", "tau", "force", "u_prev0", "feedback")
+        arrays = {k: getattr(self, k) for k in names}
         arrays = {k: np.asarray(a) for k, a in arrays.items() if a is not None}
         meta = {
             "dt": self.dt,
@@ -124,6 +130,7 @@ class Trajectory:
             tau=arrays.get("tau"),
             force=arrays.get("force"),
             u_prev0=arrays.get("u_prev0"),
+            feedback=arrays.get("feedback"),
             dt=float(meta.get("dt", float("nan"))),
             cost=float(meta.get("cost", float("nan"))),
             term_costs=meta.get("term_costs", {}),

@@ -1,0 +1,163 @@
+"""MPC in real time: a solver thread replans from the newest measurement while every controller
+call applies the newest plan's local feedback law at the current time.
+
+    controller = RealTimeMPC(MPC("go2", "trot", iterations=1), joint_map)
+    result = control_loop.run(udp_robot, controller, safety, duration=10.0, control_dt=0.01)
+    controller.close()                     # stops the solver thread (also on `reset`)
+    controller.summary()                   # cycle times, overruns, plan age, ...
+
+Why two threads: one FDDP iteration on Go2's 25-knot trot takes longer than a 20 ms control
+period on this CPU (BENCHMARKS.md, "MPC"), and in lockstep the robot would wait for it. Here the
+robot never waits:
+
+- the solver thread runs `MPC.plan_cycle` from the newest measurement `(state, t)` as soon as
+  the previous cycle ends (at most once per knot, `mpc.dt`), then commits the plan. The plan's
+  time origin is the measurement's `t`, so the knot applied at time `t'` is the one containing
+  `t' - t`: a plan that took 80 ms to solve is used from its fifth knot on.
+- every call (the control loop's controller thread, `control_dt`) evaluates the newest plan at
+  the call's time with its Riccati feedback on the measured state (`MPC.targets_at(t, state)`):
+
+      q* = u_k + clip(K_k (x (-) x_k), +-feedback_limit)
+
+  so the loop is closed at the call rate, not at the solver's rate.
+
+Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
+plan age is the wall time from the measurement a plan was solved from to its commit (queueing
+plus solving). A bug in the solver thread (any exception other than a failed solve, which the
+MPC's own fallbacks handle) stops the thread and makes every later call raise: the control loop
+logs it and the safety layer damps the robot after its command timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from .hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
+from .mpc import MPC, MPCStats
+from .state_feedback import measured_state
+
+
+class RealTimeMPC:
+    """`Controller` running `mpc` in a solver thread (see the module docstring).
+
+    Args:
+        mpc: the receding-horizon planner (`controllers.mpc.MPC`).
+        joint_map: the robot's joints (gains default to its `kp_default`, `kd_default`).
+        feedback: add the plan's Riccati feedback on the measured state (False: the plan's
+            targets open loop between commits).
+        min_period: [s] the solver starts a new cycle at most this often (default `mpc.dt`).
+    """
+
+    def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=True,
+                 min_period: float | None = None):  # fmt: skip
+        self.mpc = mpc
+        self.joint_map = joint_map
+        self.kp = joint_map.kp_default if kp is None else kp
+        self.kd = joint_map.kd_default if kd is None else kd
+        self.feedback = bool(feedback)
+        self.min_period = mpc.dt if min_period is None else float(min_period)
+        if not self.min_period >= 0:
+            raise ValueError(f"min_period must be >= 0 [s], got {min_period}")
+        self.lock = threading.Lock()
+        self.command: VelocityCommand | None = None
+        self.error: str | None = None
+        self.plan_ages: list = []
+        self.calls = 0
+        self._newest = None  # (State, t, perf_counter at the call)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ Controller
+    def reset(self, measurement: Measurement) -> None:
+        """Stop a running solver thread, solve the first plan from `measurement` (compiles),
+        compile the feedback law, then start the solver thread."""
+        self.close()
+        state = measured_state(measurement)
+        self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
+        self._newest = None
+        self.mpc.reset(state, 0.0)
+        self.mpc.targets_at(0.0, state if self.feedback else None)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._solve_loop, daemon=True, name="mpc-solver")
+        self._thread.start()
+
+    def __call__(self, measurement: Measurement, t: float, command: VelocityCommand):
+        state = measured_state(measurement)
+        with self.lock:
+            if self.error is not None:
+                raise RuntimeError(f"the MPC solver thread stopped: {self.error}")
+            if self._thread is None:
+                raise RuntimeError("RealTimeMPC: call reset(measurement) before the first call")
+            if command != self.command:
+                self.mpc.set_command(command.vx, command.vy, command.yaw_rate)
+                self.command = command
+            self._newest = (state, float(t), time.perf_counter())
+            q_target = self.mpc.targets_at(t, state if self.feedback else None)
+            self.calls += 1
+        return JointCommand.create(
+            np.asarray(q_target, dtype=float), self.kp, self.kd, nu=self.joint_map.nu,
+            timestamp=measurement.timestamp,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Stop the solver thread (waits for the cycle in progress)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30.0)
+            self._thread = None
+
+    # ------------------------------------------------------------------ the solver thread
+    def _solve_loop(self) -> None:
+        solved_t = -np.inf
+        next_start = time.perf_counter() + self.min_period  # the reset's plan is fresh
+        while not self._stop.is_set():
+            with self.lock:
+                newest = self._newest
+            wait = next_start - time.perf_counter()
+            if newest is None or newest[1] <= solved_t or wait > 0:
+                self._stop.wait(max(wait, 5e-4))
+                continue
+            state, t, called = newest
+            next_start = time.perf_counter() + self.min_period
+            try:
+                outcome = self.mpc.plan_cycle(state, t)
+            except Exception as exc:  # a bug, not a failed solve (plan_cycle handles those)
+                with self.lock:
+                    self.error = f"{type(exc).__name__}: {exc}"
+                return
+            with self.lock:
+                self.mpc.commit(outcome)
+                self.plan_ages.append(time.perf_counter() - called)
+            solved_t = t
+
+    # ------------------------------------------------------------------ reporting
+    @property
+    def stats(self) -> MPCStats:
+        return self.mpc.stats
+
+    def summary(self) -> dict:
+        """The MPC's cycle statistics (`MPCStats.summary`, the first plan excluded) plus:
+        `overruns` (cycles longer than `mpc.dt`), `plan_age_median_s`, `plan_age_p99_s`,
+        `calls` and the solver thread's `error` (None if it ran cleanly)."""
+        cycles = self.mpc.stats.cycles[1:]
+        out = MPCStats(list(cycles)).summary()
+        walls = np.array([c.wall_time for c in cycles])
+        out["overruns"] = int(np.sum(walls > self.mpc.dt)) if len(walls) else 0
+        ages = np.array(self.plan_ages)
+        out["plan_age_median_s"] = float(np.median(ages)) if len(ages) else float("nan")
+        out["plan_age_p99_s"] = float(np.percentile(ages, 99)) if len(ages) else float("nan")
+        out["calls"] = self.calls
+        out["error"] = self.error
+        return out
+
+
+def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
+                            horizon: float = 0.5, iterations: int = 1,
+                            feedback: bool = True) -> RealTimeMPC:  # fmt: skip
+    """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
+    `VelocityCommand`) in real time (`RealTimeMPC`)."""
+    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)
+    return RealTimeMPC(planner, joint_map, feedback=feedback)
