@@ -15,11 +15,17 @@ robot never waits:
   time origin is the measurement's `t`, so the knot applied at time `t'` is the one containing
   `t' - t`: a plan that took 80 ms to solve is used from its fifth knot on.
 - every call (the control loop's controller thread, `control_dt`) evaluates the newest plan at
-  the call's time with its Riccati feedback on the measured state (`MPC.targets_at(t, state)`):
+  the call's time (`MPC.targets_at`), optionally (`feedback=True`) with its Riccati feedback on
+  the measured state, `q* = u_k + clip(K_k (x (-) x_k), +-feedback_limit)`, which closes the
+  loop at the call rate rather than the solver's. Off by default: measured in simulated time
+  (`controllers.closed_loop.run_mpc`, Go2 trot at 0.5 m/s, replanning every 80 ms, 4 s), the
+  feedback did not keep Go2 up either and tracked worse (mean v_x 0.11 m/s against 0.34 m/s
+  open loop; both fell; replanning every 120 and 160 ms with feedback fell too).
 
-      q* = u_k + clip(K_k (x (-) x_k), +-feedback_limit)
-
-  so the loop is closed at the call rate, not at the solver's rate.
+Status (2026-12-01): the robot does not wait, but on this 2-core CPU one Go2 cycle (one FDDP
+iteration on 25 knots) takes about 85 ms on a quiet machine and far longer under load, and in
+simulated time the trot already falls when replanning every 80 ms. So this does not yet walk
+Go2 in real time here; BENCHMARKS.md ("MPC") has the numbers and where the time goes.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
@@ -46,12 +52,12 @@ class RealTimeMPC:
     Args:
         mpc: the receding-horizon planner (`controllers.mpc.MPC`).
         joint_map: the robot's joints (gains default to its `kp_default`, `kd_default`).
-        feedback: add the plan's Riccati feedback on the measured state (False: the plan's
-            targets open loop between commits).
+        feedback: add the plan's Riccati feedback on the measured state (default False: the
+            plan's targets open loop between commits; see the module docstring).
         min_period: [s] the solver starts a new cycle at most this often (default `mpc.dt`).
     """
 
-    def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=True,
+    def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=False,
                  min_period: float | None = None):  # fmt: skip
         self.mpc = mpc
         self.joint_map = joint_map
@@ -67,19 +73,23 @@ class RealTimeMPC:
         self.plan_ages: list = []
         self.calls = 0
         self._newest = None  # (State, t, perf_counter at the call)
+        self._warmup_cycles = 0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     # ------------------------------------------------------------------ Controller
     def reset(self, measurement: Measurement) -> None:
-        """Stop a running solver thread, solve the first plan from `measurement` (compiles),
-        compile the feedback law, then start the solver thread."""
+        """Stop a running solver thread, solve the first plan from `measurement` and run one
+        warm-started cycle (both compile), compile the feedback law, then start the solver
+        thread."""
         self.close()
         state = measured_state(measurement)
         self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
         self._newest = None
         self.mpc.reset(state, 0.0)
-        self.mpc.targets_at(0.0, state if self.feedback else None)
+        self.mpc.commit(self.mpc.plan_cycle(state, 0.0))
+        self.mpc.targets_at(0.0, state)
+        self._warmup_cycles = len(self.mpc.stats.cycles)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._solve_loop, daemon=True, name="mpc-solver")
         self._thread.start()
@@ -139,10 +149,11 @@ class RealTimeMPC:
         return self.mpc.stats
 
     def summary(self) -> dict:
-        """The MPC's cycle statistics (`MPCStats.summary`, the first plan excluded) plus:
+        """The MPC's cycle statistics (`MPCStats.summary`, the two warm-up solves of `reset`
+        excluded; `{"cycles": 0}` and the fields below if none ran) plus:
         `overruns` (cycles longer than `mpc.dt`), `plan_age_median_s`, `plan_age_p99_s`,
         `calls` and the solver thread's `error` (None if it ran cleanly)."""
-        cycles = self.mpc.stats.cycles[1:]
+        cycles = self.mpc.stats.cycles[self._warmup_cycles :]
         out = MPCStats(list(cycles)).summary()
         walls = np.array([c.wall_time for c in cycles])
         out["overruns"] = int(np.sum(walls > self.mpc.dt)) if len(walls) else 0
@@ -156,7 +167,7 @@ class RealTimeMPC:
 
 def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
                             horizon: float = 0.5, iterations: int = 1,
-                            feedback: bool = True) -> RealTimeMPC:  # fmt: skip
+                            feedback: bool = False) -> RealTimeMPC:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
     `VelocityCommand`) in real time (`RealTimeMPC`)."""
     planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)

@@ -12,12 +12,18 @@ command loop at `--command-rate`), then asks the robot for its counters, shuts i
 timing statistics (jitter, overruns, missed ticks), what each side rejected and counted, the safety
 interventions, and the base height. Saves a summary (json).
 
-`--controller mpc` runs the MPC trot (`controllers.state_feedback.mpc_controller`). Its cycle
-(about 0.15 s per FDDP iteration for Go2 on this CPU, three per cycle) is slower than real
-time, so by default it runs in lockstep: the robot process (`--lockstep`) simulates only when
-the controller's side (`LockstepUdpRobot`) sends STEP, and the loop runs in simulated time,
-through the same transport, checks, drivers and safety layer. `--no-lockstep` runs it in real
-time anyway (it falls behind and the safety layer damps the robot).
+`--controller mpc` runs the MPC trot in real time (`controllers.realtime_mpc.RealTimeMPC`): the
+robot process simulates in wall-clock time and never waits; a solver thread replans (one FDDP
+iteration per cycle, `--iterations`) from the newest measurement while the controller calls
+(`--control-rate`, 100 Hz for the MPC by default) apply the newest plan at the current time with
+its Riccati feedback. It prints the MPC's cycle-time statistics, overruns (cycles longer than one
+20 ms knot) and plan ages.
+
+    python examples/deploy_network.py --controller mpc --velocity 0.5 --seconds 10
+
+`--lockstep` instead runs the plain MPC (three FDDP iterations per 20 ms cycle, the plan's first
+knot held) in simulated time: the robot process simulates only when the controller's side
+(`LockstepUdpRobot`) sends STEP, through the same transport, checks, drivers and safety layer.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from controllers.hardware.interface import JointMap, VelocityCommand
 from controllers.hardware.pose import PoseController
 from controllers.hardware.safety import SafetyConfig, SafetyLayer
 from controllers.hardware.timing import format_summary
+from controllers.realtime_mpc import realtime_mpc_controller
 from controllers.state_feedback import mpc_controller, mpc_safety_config
 
 
@@ -49,14 +56,24 @@ def robot_process(robot: str, backend: str, command_timeout: float, startup_time
     return robot_server.spawn(args, startup_timeout=startup_timeout)
 
 
-def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, command_rate=500.0,
-        drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=None, velocity=0.5,
-        horizon=0.5, iterations=3):  # fmt: skip
+def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, command_rate=500.0,
+        drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
+        horizon=0.5, iterations=None):  # fmt: skip
+    """Run one deployment (see the module docstring); returns the summary dict. Defaults by
+    controller: the stand at 50 Hz; the MPC at 100 Hz with 1 FDDP iteration per cycle in real
+    time, 50 Hz with 3 per cycle in lockstep."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
-    lockstep = controller == "mpc" if lockstep is None else lockstep
+    realtime_mpc = controller == "mpc" and not lockstep
+    if control_rate is None:
+        control_rate = 100.0 if realtime_mpc else 50.0
+    if iterations is None:
+        iterations = 3 if controller == "mpc" and lockstep else 1
     source = None
     if controller == "mpc":
-        ctrl = mpc_controller(robot_name, joint_map, "trot", horizon, iterations)
+        if realtime_mpc:
+            ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations)
+        else:
+            ctrl = mpc_controller(robot_name, joint_map, "trot", horizon, iterations)
         config = mpc_safety_config()
         source = lambda t: VelocityCommand(velocity if t >= 0.5 else 0.0, 0.0, 0.0)  # noqa: E731
     else:
@@ -81,6 +98,8 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, comm
         else:
             robot = UdpRobot(address, joint_map, max_measurement_age=timeout, connect_timeout=10)
         stack.callback(robot.close)
+        if realtime_mpc:
+            stack.callback(ctrl.close)
         result = control_loop.run(
             robot,
             ctrl,
@@ -91,6 +110,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, comm
             command_source=source,
             start_timeout=10.0,
         )
+        mpc_summary = ctrl.summary() if realtime_mpc else None
         status = robot.status(timeout=3.0)
         robot.shutdown_robot()
         proc.wait(timeout=10)
@@ -107,6 +127,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=50.0, comm
         "robot_side": status,
         "link": None if proxy is None else proxy.counters,
         "robot_process_exit_code": proc.returncode,
+        "mpc": mpc_summary,
         **result.summary(),
     }
 
@@ -116,7 +137,8 @@ def main(argv=None):
     parser.add_argument("--robot", default="go2", choices=dynamics.available_robots())
     parser.add_argument("--backend", default="mujoco", choices=("mujoco", "sim"))
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--control-rate", type=float, default=50.0, help="[Hz]")
+    parser.add_argument("--control-rate", type=float, default=None,
+                        help="[Hz] (default: 100 for the real-time MPC, else 50)")  # fmt: skip
     parser.add_argument("--command-rate", type=float, default=500.0, help="[Hz]")
     parser.add_argument("--drop", type=float, default=0.0, help="datagram loss, each way")
     parser.add_argument("--corrupt", type=float, default=0.0, help="corrupted datagrams")
@@ -125,12 +147,13 @@ def main(argv=None):
     parser.add_argument(
         "--lockstep",
         action=argparse.BooleanOptionalAction,
-        default=None,
-        help="simulate on the controller's STEP (default: with --controller mpc)",
+        default=False,
+        help="simulate on the controller's STEP (simulated time) instead of in real time",
     )
     parser.add_argument("--velocity", type=float, default=0.5, help="MPC forward command [m/s]")
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon [s]")
-    parser.add_argument("--iterations", type=int, default=3, help="MPC FDDP iterations/cycle")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="MPC FDDP iterations per cycle (default: 1 real time, 3 lockstep)")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
@@ -147,6 +170,15 @@ def main(argv=None):
           f"{ {k: v for k, v in side['driver'].items() if v} }")  # fmt: skip
     for e in summary["safety_events"]:
         print(f"  t={e['start']:.3f} {e['kind']} x{e['count']} {e['detail']}")
+    if summary["mpc"] is not None and summary["mpc"]["cycles"] == 0:
+        print(f"MPC solver: no cycle after the first plan, solver error {summary['mpc']['error']}")
+    elif summary["mpc"] is not None:
+        m = summary["mpc"]
+        print(f"MPC solver: {m['cycles']} cycles, median {1e3 * m['median_s']:.0f} ms, p99 "
+              f"{1e3 * m['p99_s']:.0f} ms, max {1e3 * m['max_s']:.0f} ms, overruns (> 20 ms) "
+              f"{m['overruns']}, plan age median {1e3 * m['plan_age_median_s']:.0f} ms, "
+              f"p99 {1e3 * m['plan_age_p99_s']:.0f} ms, fallbacks {m['fallback_cycles']}, "
+              f"stand {m['stand_cycles']}, solver error {m['error']}")  # fmt: skip
     if args.controller == "mpc":
         print(f"average forward speed after 1.5 s: {summary['average_speed_m_per_s']:.3f} m/s "
               f"(command {args.velocity} m/s)")  # fmt: skip

@@ -181,8 +181,8 @@ def test_deploy_network_example_with_the_mpc_in_lockstep(tmp_path):
     UDP to a lockstep MuJoCo robot process; the walking itself is tests/test_mpc.py's (slow)."""
     pytest.importorskip("mujoco")
     summary = _load("deploy_network").main(
-        ["--robot", "solo12", "--controller", "mpc", "--seconds", "0.3", "--horizon", "0.06",
-         "--velocity", "0.3", "--out", str(tmp_path)]
+        ["--robot", "solo12", "--controller", "mpc", "--lockstep", "--seconds", "0.3",
+         "--horizon", "0.06", "--velocity", "0.3", "--out", str(tmp_path)]
     )  # fmt: skip
     assert summary["lockstep"] and summary["timing"]["controller"]["ticks"] == 15
     assert summary["safety_mode"] == "normal" and summary["min_base_height_m"] > 0.15
@@ -191,14 +191,52 @@ def test_deploy_network_example_with_the_mpc_in_lockstep(tmp_path):
     assert side["driver"]["accepted"] == 150 and summary["robot_process_exit_code"] == 0
 
 
+def test_deploy_network_example_with_the_mpc_in_real_time(tmp_path):
+    """The code path, at tiny settings (the 3-knot solo12 MPC, compiled by the tests above): 1 s
+    in real time over UDP to a MuJoCo robot process that never waits; the solver thread keeps
+    replanning from newer measurements and every cycle is counted. Whether the robot stays up
+    is not asserted: a 60 ms horizon is used up before a loaded machine's next plan (measured
+    124 ms per cycle at load 13: the safety layer damped a joint-velocity violation)."""
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_network").main(
+        ["--robot", "solo12", "--controller", "mpc", "--seconds", "1.0", "--horizon", "0.06",
+         "--velocity", "0.3", "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert not summary["lockstep"] and summary["robot_side"]["mode"] == "ACTIVE"
+    mpc = summary["mpc"]
+    assert mpc["error"] is None and mpc["cycles"] >= 2 and mpc["calls"] >= 30
+    assert mpc["plan_age_median_s"] >= mpc["median_s"] > 0  # age = queueing + solving
+    assert summary["robot_side"]["robot_time"] > 1.0  # the robot ran in wall-clock time
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="not met yet: one Go2 MPC cycle takes ~85 ms on a quiet "
+                   "2-core machine (more under load) and the trot falls when replanning every "
+                   "80 ms (BENCHMARKS.md, MPC); strict, so it fails once the MPC is fast enough")
+def test_the_mpc_trots_in_real_time_over_the_network_for_10_s(tmp_path):
+    """Issue 15's acceptance: Go2, 0.5 m/s for 10 s, in real time (the robot process never
+    waits) over UDP against MuJoCo, one FDDP iteration per solver cycle. Prints the cycle-time
+    statistics and overruns (also in the saved summary). Measured 2026-12-01 at load 13:
+    cycles of 1.7 s, the robot fell."""
+    pytest.importorskip("mujoco")
+    summary = _load("deploy_network").main(
+        ["--controller", "mpc", "--velocity", "0.5", "--seconds", "10", "--out", str(tmp_path)]
+    )
+    print(summary["mpc"])
+    assert summary["mpc"]["error"] is None
+    assert summary["safety_mode"] == "normal" and summary["min_base_height_m"] > 0.16
+    assert abs(summary["average_speed_m_per_s"] - 0.5) <= 0.2 * 0.5
+
+
 @pytest.mark.slow
 def test_the_mpc_trots_over_the_network_in_lockstep_for_5_s(tmp_path):
     """Go2, the MPC of tests/test_mpc.py's MuJoCo test, over UDP to a lockstep MuJoCo robot
     process. Measured 2026-11-30: 0.504 m/s after 1.5 s, minimum base height 0.321 m, 193 s."""
     pytest.importorskip("mujoco")
     summary = _load("deploy_network").main(
-        ["--controller", "mpc", "--velocity", "0.5", "--seconds", "5", "--out", str(tmp_path)]
-    )
+        ["--controller", "mpc", "--lockstep", "--velocity", "0.5", "--seconds", "5",
+         "--out", str(tmp_path)]
+    )  # fmt: skip
     assert summary["safety_mode"] == "normal" and summary["min_base_height_m"] > 0.16
     assert abs(summary["average_speed_m_per_s"] - 0.5) <= 0.1 * 0.5
     assert summary["robot_side"]["transport"]["steps"] == 2500

@@ -120,6 +120,7 @@ def test_the_feedback_is_K_times_the_state_error(setup):
     rng = np.random.default_rng(0)
     K = 0.5 * rng.standard_normal((10, nu, nx))
     solver, mpc, ctrl, _ = setup(feedback=K, min_period=100.0)  # the thread stays idle
+    ctrl.feedback = True
     ctrl.reset(measurement(mpc, 0.0))
     try:
         plan = mpc.plan
