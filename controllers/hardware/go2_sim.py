@@ -141,7 +141,7 @@ class Go2Sim:
             participant, f"{go2.MOTION_SWITCHER}/request", msgs.Request_, 16
         )
         self.lockstep = lockstep
-        self.step_reader = go2.make_reader(participant, go2.TOPIC_STEP, msgs.Step_, 16)
+        self.step_reader = go2.make_reader(participant, go2.TOPIC_STEP, msgs.Step_, 16, True)
         self._state = msgs.zero(msgs.LowState_)  # filled in place at every publish
         self._sport = msgs.zero(msgs.SportModeState_)
         self.running = True

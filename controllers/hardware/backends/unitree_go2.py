@@ -134,7 +134,7 @@ def make_writer(participant, topic: str, cls):
     return DataWriter(participant, Topic(participant, topic, cls))
 
 
-def make_reader(participant, topic: str, cls, depth: int = 1):
+def make_reader(participant, topic: str, cls, depth: int = 1, reliable: bool = False):
     """A reader keeping the newest `depth` samples; `take(reader, cls)` polls it.
 
     Polled, not a listener: Cyclone calls listeners from its own threads holding its locks,
@@ -144,7 +144,10 @@ def make_reader(participant, topic: str, cls, depth: int = 1):
     from cyclonedds.sub import DataReader
     from cyclonedds.topic import Topic
 
-    qos = Qos(Policy.History.KeepLast(depth))
+    policies = [Policy.History.KeepLast(depth)]
+    if reliable:  # only against reliable writers (Cyclone's default, and the SDK's)
+        policies.append(Policy.Reliability.Reliable(max_blocking_time=0))
+    qos = Qos(*policies)
     return DataReader(participant, Topic(participant, topic, cls), qos=qos)
 
 
@@ -594,7 +597,7 @@ class LockstepGo2Robot(Go2Robot):
 
     threaded = False
 
-    def __init__(self, joint_map: JointMap, *, step_timeout=10.0, resend_every=0.2, **kwargs):
+    def __init__(self, joint_map: JointMap, *, step_timeout=10.0, resend_every=0.05, **kwargs):
         # the clock stands while we compute; a sport state is used only at the same robot time
         kwargs.setdefault("state_timeout", 1e-6)
         super().__init__(joint_map, **kwargs)
