@@ -228,12 +228,19 @@ def _evaluate(problem, data, xs, us):
 
 
 def _linearize_knot(problem, data, x, u, t):
-    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)`."""
-    nominal, _, _ = P.transition(problem, data, x, u)
-    ref_t = P.reference_at(data.reference, t)
+    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)`.
 
-    def g(dx, du):
-        xp = P.retract(problem, x, dx)
+    The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
+    `u_prev` block is exact without them: the transition does not read `x.u_prev` (the next
+    knot's `u_prev` is `u`), so `A[:, u_prev] = 0`, and only the residuals depend on it (the
+    control-rate term), at the nominal forces and torques."""
+    nominal, forces0, taus0 = P.transition(problem, data, x, u)
+    ref_t = P.reference_at(data.reference, t)
+    nv, nu = problem.model.nv, problem.nu
+    dtype = x.v.dtype
+
+    def g(dqv, du):
+        xp = P.retract(problem, x, jnp.concatenate([dqv, jnp.zeros(nu, dtype=dtype)]))
         up = u + du
         nxt, forces, taus = P.transition(problem, data, xp, up)
         res = P.weighted(
@@ -241,10 +248,19 @@ def _linearize_knot(problem, data, x, u, t):
         )
         return (P.local(problem, nominal, nxt), res), res
 
-    dx0 = jnp.zeros(problem.nx, dtype=x.v.dtype)
-    du0 = jnp.zeros(problem.nu, dtype=x.v.dtype)
-    (j_next, j_res), r = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dx0, du0)
-    return j_next[0], j_next[1], r, j_res[0], j_res[1]
+    def residuals_of_u_prev(du_prev):
+        xp = P.KnotState(x.q, x.v, x.u_prev + du_prev)
+        return P.weighted(
+            P.running_residuals(problem, data, xp, u, forces0, taus0, ref_t), data.weights
+        )
+
+    dqv0 = jnp.zeros(2 * nv, dtype=dtype)
+    du0 = jnp.zeros(nu, dtype=dtype)
+    (j_next, j_res), r = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dqv0, du0)
+    res_u_prev = jax.jacfwd(residuals_of_u_prev)(du0)
+    A = jnp.concatenate([j_next[0], jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
+    R_x = jnp.concatenate([j_res[0], res_u_prev], axis=1)
+    return A, j_next[1], r, R_x, j_res[1]
 
 
 def _linearize_terminal(problem, data, x):
