@@ -105,12 +105,12 @@ def simulated_go2(domain: int, lying: bool, lifetime: float, lockstep: bool = Fa
 
 def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, policy=None,
         velocity=0.5, command_rate=500.0, stand_up=1.5, release_sport_mode=False,
-        lockstep=False):  # fmt: skip
+        lockstep=False, state_timeout=0.1):  # fmt: skip
     joint_map = JointMap.from_model(dynamics.load_robot("go2"))
     ctrl, safety_changes, control_dt = make_controller(controller, joint_map, policy, stand_up)
     config = SafetyConfig(
-        **{"soft_start_duration": 0.5, "command_timeout": 0.3, "measurement_timeout": 0.1,
-           **safety_changes}
+        **{"soft_start_duration": 0.5, "command_timeout": 0.3,
+           "measurement_timeout": state_timeout, **safety_changes}
     )  # fmt: skip
     command_dt = 1.0 / command_rate
     control_dt = max(command_dt, round(control_dt / command_dt) * command_dt)
@@ -125,7 +125,7 @@ def run(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, po
         if lockstep:
             robot = LockstepGo2Robot(joint_map, **kwargs)
         else:
-            robot = Go2Robot(joint_map, state_timeout=0.1, **kwargs)
+            robot = Go2Robot(joint_map, state_timeout=state_timeout, **kwargs)
         try:
             result = control_loop.run(
                 robot, ctrl, SafetyLayer(joint_map, config), duration=seconds,
@@ -171,6 +171,8 @@ def main(argv=None):
     parser.add_argument("--no-sim", action="store_true", help="do not start the simulated Go2")
     parser.add_argument("--release-sport-mode", action="store_true")
     parser.add_argument("--lockstep", action="store_true", help="simulated Go2 in robot time")
+    parser.add_argument("--state-timeout", type=float, default=0.1,
+                        help="[s] stale state / measurement: damping")  # fmt: skip
     parser.add_argument("--stand-up", type=float, default=1.5, help="stand-up time [s]")
     parser.add_argument("--command-rate", type=float, default=500.0, help="safety layer [Hz]")
     parser.add_argument("--out", default="results")
@@ -181,7 +183,7 @@ def main(argv=None):
     summary, result = run(
         args.controller, args.seconds, args.domain, args.interface, not args.no_sim,
         args.policy, args.velocity, args.command_rate, args.stand_up, args.release_sport_mode,
-        args.lockstep,
+        args.lockstep, args.state_timeout,
     )  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))

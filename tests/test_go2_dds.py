@@ -505,7 +505,7 @@ def test_deploy_go2_example_stands_up(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     domain = str(next(_DOMAINS))
     cmd = [sys.executable, os.path.join(root, "examples", "deploy_go2.py"), "--seconds", "3",
-           "--domain", domain, "--out", str(tmp_path)]  # fmt: skip
+           "--domain", domain, "--state-timeout", "0.3", "--out", str(tmp_path)]  # fmt: skip
     subprocess.run(cmd, check=True, timeout=180, capture_output=True, cwd=root)
     summary = json.loads((tmp_path / "deploy_go2_stand.json").read_text())
     assert summary["min_base_height_m"] < 0.15 < 0.3 < summary["settled_base_height_m"]
