@@ -292,7 +292,7 @@ def test_watchdogs_damp_when_commands_stop(model, joint_map, domain):
     assert loop.safety.mode is Mode.NORMAL and np.nanmin(loop.log["base_position"][:, 2]) > 0.3
     trips = backend["watchdog_trips"]  # the backend's own, on this computer's clock
     last_write = backend["last_command_accepted_at"]
-    assert len(trips) == 1 and 0.3 < trips[0] - last_write < 0.3 + 0.1  # + a writer tick, late
+    assert len(trips) == 1 and 0.3 < trips[0] - last_write < 0.3 + 0.2  # + a late writer tick
     assert m.robot_mode == RobotMode.DAMPING and backend["mode"] == "DAMPING"
     # the robot took the backend's damping commands (kp 0), then its own watchdog fired once
     h = final["history"]
@@ -329,7 +329,7 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
         final_status(proc)
     trips = status["state_trips"]
     # 0.1 s after the last LowState, which came a little before the freeze
-    assert len(trips) == 1 and 0.05 < trips[0] - frozen[0] < 0.1 + 0.1
+    assert len(trips) == 1 and 0.05 < trips[0] - frozen[0] < 0.1 + 0.2  # + a late writer tick
     assert status["mode"] == "DAMPING" and status["watchdog_trips"] == []
     assert safety.mode is Mode.DAMPING
     assert safety.log.first("damping").detail == "after measurement_timeout"
