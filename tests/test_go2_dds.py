@@ -308,7 +308,7 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
     """The robot process is frozen (SIGSTOP) while the loop runs: no LowState arrives, the
     backend's stale-state watchdog latches DAMPING once, and so does the safety layer."""
     with simulated_go2(domain) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **dict(BACKEND, state_timeout=0.1))
+        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)  # state_timeout 0.3 s
         frozen = []
 
         def freeze(t, safety, robot_):
@@ -317,10 +317,8 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
                 frozen.append(robot_.now())
 
         try:
-            config = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3,
-                                  measurement_timeout=0.1)  # fmt: skip
-            safety = SafetyLayer(joint_map, config)
-            control_loop.run(robot, StandUpController(joint_map, 0.3), safety, duration=1.5,
+            safety = SafetyLayer(joint_map, TOLERANT)
+            control_loop.run(robot, StandUpController(joint_map, 0.3), safety, duration=2.0,
                              on_tick=freeze)  # fmt: skip
             status = robot.status()
         finally:
@@ -328,8 +326,8 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
             robot.close()
         final_status(proc)
     trips = status["state_trips"]
-    # 0.1 s after the last LowState, which came a little before the freeze
-    assert len(trips) == 1 and 0.05 < trips[0] - frozen[0] < 0.1 + 0.2  # + a late writer tick
+    # 0.3 s after the last LowState, which came a little before the freeze
+    assert len(trips) == 1 and 0.2 < trips[0] - frozen[0] < 0.3 + 0.2  # + a late writer tick
     assert status["mode"] == "DAMPING" and status["watchdog_trips"] == []
     assert safety.mode is Mode.DAMPING
     assert safety.log.first("damping").detail == "after measurement_timeout"
@@ -401,7 +399,8 @@ def test_lockstep_over_dds_reproduces_the_in_process_run(model, joint_map, domai
         finally:
             robot.close()
         final = final_status(proc)
-    assert final["transport"]["steps"] == 300 and final["robot_time"] == pytest.approx(0.6)
+    # 300 steps, and a few re-sent ones (the client re-sends a step not answered in 50 ms)
+    assert final["transport"]["steps"] >= 300 and final["robot_time"] == pytest.approx(0.6)
     assert final["drivers"]["accepted"] == 300 and final["transport"]["late_commands"] == 0
     np.testing.assert_array_equal(remote.log["t"], local.log["t"])
     for key, tol in (("joint_q", 1e-6), ("base_position", 1e-6), ("q_target", 1e-6)):
@@ -426,7 +425,7 @@ def test_stand_controller_holds_the_simulated_go2_for_10_s(model, joint_map, dom
     serious = [(e.kind, e.detail) for e in safety.events if e.kind in ("damping", "estop")]
     assert safety.mode is Mode.NORMAL, serious
     assert z[0] < 0.15 and np.all(np.isfinite(z))
-    assert 0.30 < z[t > 2.5].min() and z[t > 2.5].max() < 0.35
+    assert 0.27 < z[t > 2.5].min() and z[t > 2.5].max() < 0.40  # standing: 0.33
     assert safety.mode is Mode.NORMAL and "damping" not in safety.log.kinds()
     assert backend["watchdog_trips"] == [] and backend["state_trips"] == []
     assert final["watchdog_trips"] == [] and final["mode"] == "ACTIVE"
