@@ -3,6 +3,7 @@
 Equinox-style strictness: rank promotion raises, so silent broadcasting bugs fail loudly.
 """
 
+import gc
 import os
 
 import jax
@@ -20,6 +21,34 @@ import dynamics
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 ROBOT_NAMES = ("solo12", "go2", "anymal_c")
+
+# A test process is a long-lived process (issue 20): an xdist worker runs many files, and
+# every jitted function keeps its executables, each a few thousand memory mappings; at the
+# kernel's vm.max_map_count (65,530 by default) LLVM's mmap fails and the process aborts inside
+# an XLA compile (seen in a fresh-clone run: "Fatal Python error: Aborted" in
+# test_trajopt.py late in a worker's life). After each test file, above this many mappings the
+# compiled problem structures and JAX's caches are dropped (the next file recompiles what it
+# needs).
+MAPPINGS_BEFORE_CLEARING = 20_000
+
+
+def _mapping_count() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None  # not Linux: nothing to bound
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_compiled_code():
+    yield
+    count = _mapping_count()
+    if count is not None and count > MAPPINGS_BEFORE_CLEARING:
+        import trajopt
+
+        trajopt.clear_compiled(jax_caches=True)
+        gc.collect()
 N_RANDOM_STATES = 100
 
 

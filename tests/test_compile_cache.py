@@ -89,6 +89,17 @@ KNOTS = (2, 3)
 GAITS = ("trot", "walk", "pace", "bound", "pronk", "stand")
 
 
+def test_clear_compiled_drops_single_and_batched_structures():
+    """`trajopt.clear_compiled()` empties both caches (sentinels stand in for compiled
+    structures: nothing compiles here)."""
+    from trajopt import batched
+
+    fddp._CACHE["sentinel"] = object()
+    batched._CACHE["sentinel"] = object()
+    trajopt.clear_compiled(jax_caches=False)
+    assert "sentinel" not in fddp._CACHE and "sentinel" not in batched._CACHE
+
+
 @pytest.mark.slow
 def test_many_structures_in_one_process_keep_mappings_and_memory_bounded():
     """18 distinct structures (3 robots x 3 contact models x 2 horizons, the gaits cycling
