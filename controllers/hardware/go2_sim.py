@@ -133,7 +133,8 @@ class Go2Sim:
         self.drivers.sport_mode = sport_mode
         self.state_writer = go2.make_writer(participant, go2.TOPIC_LOWSTATE, msgs.LowState_)
         self.sport_writer = go2.make_writer(participant, go2.TOPIC_SPORTSTATE, msgs.SportModeState_)
-        self.cmd_reader = go2.make_reader(participant, go2.TOPIC_LOWCMD, msgs.LowCmd_, 64)
+        # reliable: every LowCmd of a reliable writer (Cyclone's default, the SDK's) is counted
+        self.cmd_reader = go2.make_reader(participant, go2.TOPIC_LOWCMD, msgs.LowCmd_, 64, True)
         self.rpc_writer = go2.make_writer(
             participant, f"{go2.MOTION_SWITCHER}/response", msgs.Response_
         )
