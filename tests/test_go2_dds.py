@@ -531,5 +531,6 @@ def test_deploy_go2_example_stands_up(tmp_path):
     subprocess.run(cmd, check=True, timeout=180, capture_output=True, cwd=root)
     summary = json.loads((tmp_path / "deploy_go2_stand.json").read_text())
     assert summary["min_base_height_m"] < 0.15 < 0.3 < summary["settled_base_height_m"]
-    assert summary["safety_mode"] == "normal" and summary["simulated_go2"]["mode"] == "ACTIVE"
+    # (the simulated Go2 damps once the example has stopped writing, before it stops the robot)
+    assert summary["safety_mode"] == "normal" and summary["simulated_go2"]["drivers"]["accepted"]
     assert summary["simulated_go2"]["drivers"]["bad_crc"] == 0
