@@ -80,15 +80,17 @@ class RealTimeMPC:
     # ------------------------------------------------------------------ Controller
     def reset(self, measurement: Measurement) -> None:
         """Stop a running solver thread, solve the first plan from `measurement` and run one
-        warm-started cycle (both compile), compile the feedback law, then start the solver
-        thread."""
+        warm-started cycle (both compile), compile the feedback law if it is used, then start
+        the solver thread."""
         self.close()
         state = measured_state(measurement)
         self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
         self._newest = None
         self.mpc.reset(state, 0.0)
         self.mpc.commit(self.mpc.plan_cycle(state, 0.0))
-        self.mpc.targets_at(0.0, state)
+        # with a state, targets_at also sets last_targets (the next solve's u_prev) to the
+        # corrected targets: only when the feedback is applied
+        self.mpc.targets_at(0.0, state if self.feedback else None)
         self._warmup_cycles = len(self.mpc.stats.cycles)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._solve_loop, daemon=True, name="mpc-solver")
