@@ -200,12 +200,7 @@ def main(argv=None):
           f"{summary['settled_base_height_m']:.4f} m, average speed "
           f"{summary['average_speed_m_per_s']:.3f} m/s, "
           f"safety mode {summary['safety_mode']}")  # fmt: skip
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"deploy_go2_{args.controller}")
-    np.savez(stem + ".npz", **{k: v for k, v in result.log.items() if v.dtype != object})
-    with open(stem + ".json", "w") as f:
-        json.dump(summary, f, indent=2, default=float)
-    print(f"results saved to {os.path.abspath(stem)}.npz (+ .json)")
+    control_loop.save_run(args.out, f"deploy_go2_{args.controller}", result.log, summary)
     return summary
 
 

@@ -16,11 +16,7 @@ settled base height; saves the loop log (npz) and a summary (json).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-
-import numpy as np
 
 import dynamics
 from controllers.hardware import control_loop
@@ -98,12 +94,7 @@ def main(argv=None):
         print(f"  t={e['start']:.3f} {e['kind']} x{e['count']} {e['detail']}")
     print(f"settled base height {summary['settled_base_height_m']:.4f} m, "
           f"safety mode {summary['safety_mode']}")  # fmt: skip
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"deploy_mujoco_{args.robot}")
-    np.savez(stem + ".npz", **{k: v for k, v in result.log.items() if v.dtype != object})
-    with open(stem + ".json", "w") as f:
-        json.dump(summary, f, indent=2)
-    print(f"results saved to {os.path.abspath(stem)}.npz (+ .json)")
+    control_loop.save_run(args.out, f"deploy_mujoco_{args.robot}", result.log, summary)
     return summary
 
 

@@ -16,7 +16,6 @@ interventions, the average speed and the base heights; saves the loop log (npz) 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 
@@ -145,12 +144,8 @@ def main(argv=None):
           f"(command {args.velocity} m/s), base height min {summary['min_base_height_m']:.4f} "
           f"settled {summary['settled_base_height_m']:.4f} m, "
           f"safety mode {summary['safety_mode']}")  # fmt: skip
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"deploy_policy_{result.safety.joint_map.robot}")
-    np.savez(stem + ".npz", **{k: v for k, v in result.log.items() if v.dtype != object})
-    with open(stem + ".json", "w") as f:
-        json.dump(summary, f, indent=2)
-    print(f"results saved to {os.path.abspath(stem)}.npz (+ .json)")
+    name = f"deploy_policy_{result.safety.joint_map.robot}"
+    control_loop.save_run(args.out, name, result.log, summary)
     return summary
 
 

@@ -28,6 +28,8 @@ there), `safety.start(now, m)` (soft start). Controller exceptions are caught, l
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +79,18 @@ class LoopResult:
             ],
             "timing": self.timing,
         }
+
+
+def save_run(folder: str, name: str, log: dict, summary: dict) -> str:
+    """Save a run as `folder/name.npz` (the loop log's numeric arrays; the `mode` names are
+    left out) and `folder/name.json` (the summary; NumPy scalars as floats). Returns the stem."""
+    os.makedirs(folder, exist_ok=True)
+    stem = os.path.join(folder, name)
+    np.savez(stem + ".npz", **{k: v for k, v in log.items() if v.dtype != object})
+    with open(stem + ".json", "w") as f:
+        json.dump(summary, f, indent=2, default=float)
+    print(f"results saved to {os.path.abspath(stem)}.npz (+ .json)")
+    return stem
 
 
 class _Recorder:
