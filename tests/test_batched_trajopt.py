@@ -1,10 +1,10 @@
 """Batched FDDP (issue 17, `trajopt.batched`): 8 same-structure problems (a grid of trot
-velocities) solved in one vmapped call per iteration, split over 4 fake CPU devices, against 8
-single `fddp.solve_fddp` solves from the same starts.
+velocities) solved in one jitted call per iteration, split over 4 fake CPU devices and on one
+(vmapped), against 8 single `fddp.solve_fddp` solves from the same starts.
 
 In a subprocess with `XLA_FLAGS=--xla_force_host_platform_device_count=4` (the device count is
-fixed when JAX starts). Solo12 trot, 3 knots: two compiles (the single solver's structure and
-the batched one), about 3 min of CPU together, so the comparison is a slow test; the
+fixed when JAX starts). Solo12 trot, 3 knots: three compiles (the single solver's structure and
+the two batched ones), a few min of CPU together, so the comparison is a slow test; the
 structure check is fast (no compile)."""
 
 import json
@@ -36,6 +36,7 @@ us0 = np.stack([np.asarray(initial_guess(p)[1]) for p in problems])
 single = [fddp.solve_fddp(p, None, u, max_iterations={MAX_ITERATIONS}, verbose=False)
           for p, u in zip(problems, us0)]
 many = batched.solve_batched(problems, us0, max_iterations={MAX_ITERATIONS}, devices=4)
+one_device = batched.solve_batched(problems, us0, max_iterations={MAX_ITERATIONS})
 def pack(xs, us, info):
     return {{"q": np.asarray(xs.q).tolist(), "v": np.asarray(xs.v).tolist(),
             "us": np.asarray(us).tolist(), "status": info["status"],
@@ -52,6 +53,7 @@ options = dict(duration=0.06, max_iterations={MAX_ITERATIONS}, verbose=False)
 one = distill.build_dataset("solo12", grid, **options)
 both = distill.build_dataset("solo12", grid, batched=True, devices=4, **options)
 print(json.dumps({{"single": [pack(*s) for s in single], "batched": [pack(*b) for b in many],
+                  "one_device": [pack(*b) for b in one_device],
                   "dataset": [np.asarray(one.obs).tolist(), np.asarray(one.actions).tolist()],
                   "dataset_batched": [np.asarray(both.obs).tolist(),
                                       np.asarray(both.actions).tolist()]}}))
@@ -69,14 +71,16 @@ def solves():
 
 
 @pytest.mark.slow
-def test_batched_solve_of_8_problems_matches_8_single_solves(solves):
+@pytest.mark.parametrize(("run", "devices"), [("batched", 4), ("one_device", 1)])
+def test_batched_solve_of_8_problems_matches_8_single_solves(solves, run, devices):
     """Per problem: the same status and iteration count, the same accepted steps, costs along
     the way to 1e-8 relative, and the final controls and states to 1e-6 (float64; the batch
-    differs from the single solver only by batched floating-point code)."""
-    single, many = solves["single"], solves["batched"]
+    differs from the single solver only by batched floating-point code). On 4 devices (each
+    works through its 2 problems one by one) and on one (the 8 vmapped)."""
+    single, many = solves["single"], solves[run]
     assert len(single) == len(many) == 8
     for s, b in zip(single, many):
-        assert b["devices"] == 4
+        assert b["devices"] == devices
         assert (s["status"], s["iterations"]) == (b["status"], b["iterations"])
         assert s["steps"] == b["steps"]
         np.testing.assert_allclose(b["history"], s["history"], rtol=1e-8)

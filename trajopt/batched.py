@@ -1,5 +1,5 @@
 """Batched FDDP: many problems of one structure (e.g. a grid of commands for a distillation
-dataset) solved together, one `vmap`ped iteration for the whole batch, the batch split over the
+dataset) solved together, one jitted iteration for the whole batch, the batch split over the
 devices (`trajopt.sharding`).
 
     results = solve_batched([make_problem("solo12", "trot", v, duration=0.1) for v in grid],
@@ -8,7 +8,7 @@ devices (`trajopt.sharding`).
 
 Same algorithm as `fddp.solve_fddp`, built from its pure pieces (`_linearize_all`,
 `_backward`, `_line_search`, `_evaluate`), but every decision the single solver takes on the
-host is taken inside one jitted, vmapped call per iteration, per problem:
+host is taken inside one jitted call per iteration, per problem:
 
     lin = linearise every knot at (xs, us)
     repeat while not accepted and mu < 1e10:          (lax.while_loop)
@@ -20,12 +20,13 @@ host is taken inside one jitted, vmapped call per iteration, per problem:
     else take the step, mu <- max(mu / 10, 1e-9); "converged" after a full, barely
         regularised step predicting a negligible change on a feasible trajectory
 
-A problem that has stopped keeps its iterate while the others go on (its lanes are computed and
-discarded: `vmap` runs every problem through every iteration, and its while loops until the
-slowest problem of the batch is done); the host loop ends when all have stopped or after
-`max_iterations`. Each problem's iterates are the single solver's up to the floating-point
-differences of batched code (tests/test_batched_trajopt.py: the same status and iterations,
-costs to 1e-9 relative).
+A problem that has stopped keeps its iterate while the others go on. On one device the batch
+is vmapped (a stopped problem's lanes are computed and discarded, and the while loops run until
+the slowest problem of the batch is done); split over devices, each device works on its own
+block (vmapped, or one by one on CPU devices: `_Batched`). The host loop ends when all have
+stopped or after `max_iterations`. Each problem's iterates are the single solver's up to the
+floating-point differences of batched code (tests/test_batched_trajopt.py: the same status and
+iterations, costs to 1e-8 relative, on one and on four devices).
 
 Opt-in and separate from `fddp.compiled`: vmapping the knot linearisation costs 20-25 s more
 compilation per structure (BENCHMARKS.md), which single solves do not pay. The compiled batched
@@ -43,6 +44,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec
 
 from . import fddp, sharding
 from . import problem as P
@@ -114,18 +116,52 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
 
 
 class _Batched:
-    """The jitted pieces of one structure, batch size and mesh."""
+    """The jitted pieces of one structure, batch size and mesh.
+
+    No mesh: every piece `vmap`ped over the batch. With a mesh: `shard_map`, each device works
+    on its own block of problems with no communication (the problems are independent); inside
+    a device the block is vmapped, except on several CPU devices, where each device works
+    through its problems one by one (`lax.map`; its while loops then also run only as long as
+    the problem at hand). The reason: on the CPU backend a vmapped linear solve is one batched
+    LAPACK call, which jaxlib 0.10.2 splits over the process's intra-op thread pool and then
+    waits for on a thread of that same pool. With several devices executing at once every pool
+    thread can end up waiting: the vmapped solve hung on 2 and on 4 fake CPU devices of a
+    2-core machine, no CPU used, every `tf_XLAEigen` thread in `jax::ParallelBatchMap` (gdb).
+    A one-problem call has batch 1, which does not wait on the pool."""
 
     def __init__(self, problem, tolerance, defect_tolerance, mesh):
-        self.rollout = jax.jit(jax.vmap(functools.partial(fddp._rollout, problem)))
-        self.evaluate = jax.jit(jax.vmap(functools.partial(fddp._evaluate, problem)))
+        inner = block_layout(mesh)
+        rollout = functools.partial(fddp._rollout, problem)
+        evaluate = functools.partial(fddp._evaluate, problem)
         step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
-        split = None if mesh is None else sharding.batch_sharding(mesh)
+        self.rollout = _batch_of(rollout, mesh, 2, inner)
+        self.evaluate = _batch_of(evaluate, mesh, 3, inner)
+        self.iteration = _batch_of(step, mesh, 2, inner)
 
-        def iteration(data, carry):  # outputs pinned to the batch split: no recompilation
-            return sharding.constrain(jax.vmap(step)(data, carry), split)
 
-        self.iteration = jax.jit(iteration)
+def block_layout(mesh) -> str:
+    """How a device runs its block of problems: "map" (one by one) on a mesh of several CPU
+    devices, else "vmap" (see `_Batched`)."""
+    if mesh is not None and mesh.devices.size > 1 and mesh.devices.flat[0].platform == "cpu":
+        return "map"
+    return "vmap"
+
+
+def _batch_of(fn, mesh, arity: int, inner: str):
+    """`fn` (one problem's arrays -> a pytree) over a leading batch axis of its `arity`
+    arguments, jitted: `vmap` without a mesh, else `shard_map` over the mesh with each device's
+    block `vmap`ped or `lax.map`ped (`inner`)."""
+    if mesh is None:
+        return jax.jit(jax.vmap(fn))
+
+    def block(*args):
+        if inner == "vmap":
+            return jax.vmap(fn)(*args)
+        return jax.lax.map(lambda one: fn(*one), args)
+
+    split = PartitionSpec(sharding.AXIS)
+    return jax.jit(jax.shard_map(block, mesh=mesh, in_specs=(split,) * arity, out_specs=split,
+                                 check_vma=False))  # fmt: skip
 
 
 _CACHE: collections.OrderedDict = collections.OrderedDict()
@@ -177,7 +213,7 @@ def solve_batched(
     devices: int | None = None,
     verbose: bool = False,
 ):
-    """Solve a batch of same-structure problems with FDDP in one vmapped call per iteration.
+    """Solve a batch of same-structure problems with FDDP in one jitted call per iteration.
 
     problems: B `Problem`s; us: `(B, T, nu)` initial controls (default: each problem's
     `solve.initial_guess`); xs: stacked `KnotState` `(B, T+1, ...)` for multiple shooting, or
