@@ -65,7 +65,7 @@ def bench_training(envs: int, horizon: int, iterations: int) -> list[dict]:
 def bench_batched(batches: list[int], repeats: int, max_iterations: int) -> dict:
     import numpy as np
 
-    from trajopt import batched, fddp
+    from trajopt import batched, fddp, sharding
     from trajopt.gaits import make_problem
     from trajopt.solve import initial_guess
 
@@ -77,30 +77,35 @@ def bench_batched(batches: list[int], repeats: int, max_iterations: int) -> dict
     kwargs = dict(max_iterations=max_iterations)
     fddp.solve_fddp(problems[0], None, guesses[0], verbose=False, **kwargs)  # compile
     load = _load()
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     for p, us in zip(problems, guesses):
         fddp.solve_fddp(p, None, us, verbose=False, **kwargs)
     single = (time.perf_counter() - began) / biggest
+    single_cpu = (time.process_time() - began_cpu) / biggest
     rows = []
-    for b, devices in [(b, None) for b in batches] + [(biggest, DEVICES)]:
+    for b, devices in [(b, None) for b in batches] + [(biggest, 2), (biggest, DEVICES)]:
         load_b = _load()
         began = time.perf_counter()
         batched.solve_batched(problems[:b], np.stack(guesses[:b]), devices=devices, **kwargs)
         first = time.perf_counter() - began
-        times = []
+        times, cpu = [], []
         for _ in range(repeats):
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             out = batched.solve_batched(problems[:b], np.stack(guesses[:b]), devices=devices,
                                         **kwargs)  # fmt: skip
             times.append(time.perf_counter() - began)
+            cpu.append(time.process_time() - began_cpu)
         seconds = float(np.median(times))
         iterations = max(o[2]["iterations"] for o in out)
         rows.append({"batch": b, "devices": devices or 1, "seconds": seconds,
                      "problems_per_s": b / seconds, "compile_s": first - seconds,
+                     "cpu_s": float(np.median(cpu)), "layout": batched.block_layout(
+                         None if devices is None else sharding.make_mesh(devices)),
                      "iterations": iterations, "load": load_b})  # fmt: skip
         print(rows[-1], flush=True)
         batched.clear_compiled()
-    return {"single_s": single, "single_load": load, "rows": rows, "horizon": problems[0].horizon}
+    return {"single_s": single, "single_cpu_s": single_cpu, "single_load": load, "rows": rows,
+            "horizon": problems[0].horizon}  # fmt: skip
 
 
 def render(training: list[dict], batch: dict, args) -> str:
@@ -140,23 +145,25 @@ def render(training: list[dict], batch: dict, args) -> str:
         f"Batched FDDP (`trajopt.batched.solve_batched`), Solo12 trot, {batch['horizon']} knots, "
         "a grid of forward velocities 0-0.4 m/s, at most "
         f"{args.max_iterations} iterations; single solves (`fddp.solve_fddp`, compiled): "
-        f"{batch['single_s'] * 1e3:.0f} ms per problem, {1 / batch['single_s']:.1f} problems/s "
-        f"(load {batch['single_load']:.1f}).",
+        f"{batch['single_s'] * 1e3:.0f} ms per problem ({batch['single_cpu_s'] * 1e3:.0f} ms "
+        f"CPU), {1 / batch['single_s']:.1f} problems/s (load {batch['single_load']:.1f}). "
+        "CPU: the process's CPU time over all threads (a fairer measure on a shared machine).",
         "",
-        "| batch | devices | s per batch (median) | problems/s | compile s | iterations | load |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| batch | devices | a device's block | s per batch (median) | CPU s | problems/s | "
+        "compile s | iterations | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in batch["rows"]:
-        lines.append(f"| {r['batch']} | {r['devices']} | {r['seconds']:.2f} | "
-                     f"{r['problems_per_s']:.1f} | {r['compile_s']:.0f} | {r['iterations']} | "
-                     f"{r['load']:.1f} |")  # fmt: skip
+        lines.append(f"| {r['batch']} | {r['devices']} | {r['layout']} | {r['seconds']:.2f} | "
+                     f"{r['cpu_s']:.2f} | {r['problems_per_s']:.1f} | {r['compile_s']:.0f} | "
+                     f"{r['iterations']} | {r['load']:.1f} |")  # fmt: skip
     lines += [
         "",
-        "A batch runs every problem through every iteration and every line-search trial until "
-        "its slowest member stops (vmapped while loops), so a batch costs more than the sum of "
-        "its members' work when they need different numbers of iterations; on a CPU the gain "
-        "over single solves is the removed per-call overhead, on a GPU the batch is what fills "
-        "the device.",
+        "One device: the batch is vmapped, so every problem runs through every iteration and "
+        "line-search trial until its slowest member stops; on a CPU the gain over single solves "
+        "is the removed per-call overhead, on a GPU the batch is what fills the device. Several "
+        "CPU devices: each device solves its problems one by one (`lax.map`, see "
+        "`trajopt/batched.py` for the jaxlib deadlock this avoids).",
     ]
     return "\n".join(lines)
 

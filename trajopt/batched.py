@@ -223,7 +223,7 @@ def solve_batched(
 
     Returns a list of B `(xs, us, info)` as `fddp.solve_fddp` returns them (info: status,
     iterations, cost, term_costs, history, forces, taus, defects, wall_time: the batch's,
-    devices: how many the batch was split over)."""
+    devices: how many the batch was split over; not the single solver's `feedback` gains)."""
     problems = list(problems)
     if not problems:
         raise ValueError("no problems to solve")
