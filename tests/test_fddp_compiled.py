@@ -90,6 +90,7 @@ def tiny():
     return problem, fn, xs, us
 
 
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_all_knots_in_one_call_equal_the_per_knot_linearisation(tiny):
     problem, fn, xs, us = tiny
     lin = fddp.linearize_all(fn, problem.data, xs, us)
@@ -101,6 +102,7 @@ def test_all_knots_in_one_call_equal_the_per_knot_linearisation(tiny):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(tiny):
     problem, fn, xs, us = tiny
     data = problem.data

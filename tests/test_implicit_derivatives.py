@@ -276,6 +276,7 @@ def test_step_jacobian_matches_finite_differences_and_unrolled(go2, case, contac
     _close(j_implicit, _central_differences(jit(f), x0, h=STEP_FD_STEP))
 
 
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_step_implicit_jacobian_under_vmap_and_reverse_mode(go2):
     """`vmap(jacfwd)` of the implicit step over states (loaded, touchdown, sliding) equals the
     states one by one, and `jacrev` equals `jacfwd` (reverse mode by transposition)."""

@@ -113,6 +113,7 @@ def test_multiple_shooting_closes_defects(short_problem):
     assert traj.cost < 1.05 * single.cost + 1e-6
 
 
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_lbfgs_reduces_cost(short_problem):
     xs, us = initial_guess(short_problem)
     fn = fddp.compiled(short_problem)
