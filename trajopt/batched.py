@@ -130,13 +130,10 @@ class _Batched:
     A one-problem call has batch 1, which does not wait on the pool."""
 
     def __init__(self, problem, tolerance, defect_tolerance, mesh):
-        inner = block_layout(mesh)
-        rollout = functools.partial(fddp._rollout, problem)
-        evaluate = functools.partial(fddp._evaluate, problem)
         step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
-        self.rollout = _batch_of(rollout, mesh, 2, inner)
-        self.evaluate = _batch_of(evaluate, mesh, 3, inner)
-        self.iteration = _batch_of(step, mesh, 2, inner)
+        self.rollout = _batch_of(functools.partial(fddp._rollout, problem), mesh)
+        self.evaluate = _batch_of(functools.partial(fddp._evaluate, problem), mesh)
+        self.iteration = _batch_of(step, mesh)
 
 
 def block_layout(mesh) -> str:
@@ -147,20 +144,21 @@ def block_layout(mesh) -> str:
     return "vmap"
 
 
-def _batch_of(fn, mesh, arity: int, inner: str):
-    """`fn` (one problem's arrays -> a pytree) over a leading batch axis of its `arity`
-    arguments, jitted: `vmap` without a mesh, else `shard_map` over the mesh with each device's
-    block `vmap`ped or `lax.map`ped (`inner`)."""
+def _batch_of(fn, mesh):
+    """`fn` (one problem's arrays -> a pytree) over a leading batch axis of all its arguments,
+    jitted: `vmap` without a mesh, else `shard_map` over the mesh with each device's block
+    `vmap`ped or `lax.map`ped (`block_layout`)."""
     if mesh is None:
         return jax.jit(jax.vmap(fn))
+    one_by_one = block_layout(mesh) == "map"
 
     def block(*args):
-        if inner == "vmap":
-            return jax.vmap(fn)(*args)
-        return jax.lax.map(lambda one: fn(*one), args)
+        if one_by_one:
+            return jax.lax.map(lambda one: fn(*one), args)
+        return jax.vmap(fn)(*args)
 
-    split = PartitionSpec(sharding.AXIS)
-    return jax.jit(jax.shard_map(block, mesh=mesh, in_specs=(split,) * arity, out_specs=split,
+    split = PartitionSpec(sharding.AXIS)  # a prefix of every argument and output
+    return jax.jit(jax.shard_map(block, mesh=mesh, in_specs=split, out_specs=split,
                                  check_vma=False))  # fmt: skip
 
 
