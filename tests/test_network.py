@@ -317,3 +317,38 @@ def test_lockstep_over_udp_reproduces_the_in_process_run_exactly(joint_map):
             robot.shutdown_robot()
         finally:
             robot.close()
+
+
+class _SlowCallRobot(MuJoCoRobot):
+    """MuJoCo Go2 whose every `advance` call costs `overhead` [s] of wall time, whatever its
+    length (like one dispatch of a jitted rollout)."""
+
+    overhead = 0.003  # > one 2 ms physics step
+
+    def advance(self, duration: float) -> None:
+        time.sleep(self.overhead)
+        super().advance(duration)
+
+
+def test_a_late_robot_process_catches_up_in_bursts():
+    """A robot whose calls cost 3 ms each, against 2 ms steps, still keeps the wall clock: the
+    server runs its backlog as one call (stepping once per call, it would reach only 2/3 of
+    real time: 0.4 s in 0.6 s; the old loop reached 0.28 s) and publishes one measurement per
+    burst."""
+    robot = _SlowCallRobot(dynamics.load_robot("go2"), timestep=DT)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        listener.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", 0))
+        server = robot_server.RobotServer(robot, sock)
+        server.subscribers.append(listener.getsockname())  # simulated time starts at once
+        status = server.serve(max_lifetime=0.6)
+    finally:
+        listener.close()
+        sock.close()
+    counters = status["transport"]
+    assert 0.5 <= status["robot_time"] <= 0.6 + DT, status["robot_time"]
+    assert counters["late_bursts"] > 0
+    # one measurement at the start and one per call, never one per step
+    assert counters["sent"] < robot.steps

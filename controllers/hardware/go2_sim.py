@@ -286,11 +286,11 @@ def make_robot(backend: str, timestep: float, q0, command_timeout: float, dampin
     elif backend == "sim":
         import contact
 
-        from .backends.jax_sim import SimRobot, warm_up
+        from .backends.jax_sim import SimRobot
 
         params = contact.StepParams(terrain=contact.flat(friction=0.8), dt=timestep)
-        warm_up(model)  # compile before serving
         robot = SimRobot(model, params=params, q0=q0)
+        robot.compile()  # before serving
     else:
         raise ValueError(f"backend must be 'mujoco' or 'sim', got {backend!r}")
     robot.driver = LowCmdDrivers(

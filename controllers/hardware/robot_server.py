@@ -9,8 +9,11 @@ MuJoCo at its `timestep`; `--backend sim`: this project's `contact.step`) the dr
 (`controllers.hardware.motor.MotorDriver`) acts on the latest accepted command, and a MEASUREMENT is
 sent to every subscribed controller each `--measurement-every` steps. Simulated time follows
 the wall clock; when the process falls behind it catches up with bursts of at most
-`MAX_CATCH_UP` steps and counts the late ticks as `overruns`. Simulated time starts when the
-first controller subscribes (HELLO).
+`MAX_CATCH_UP` steps, each run as one `advance` that publishes one measurement at its end
+(counted as `late_bursts`; a backlog longer than a burst counts as an `overrun`). On this
+project's simulator a 20-step burst costs ~0.2 ms a step against ~0.5 ms for a step alone
+(Go2, one core), so a process that fell behind on a loaded machine catches up. Simulated time
+starts when the first controller subscribes (HELLO).
 
 With `--lockstep` the simulation does not follow the wall clock: it waits for STEP messages
 (`wire.MessageType.STEP`, "simulate up to robot time T") and then runs the physics to T,
@@ -84,6 +87,7 @@ class RobotServer:
             "status",
             "sent",
             "overruns",
+            "late_bursts",
             "steps",
             "ignored_steps",
         )
@@ -190,10 +194,16 @@ class RobotServer:
             due = int((time.perf_counter() - start) / dt) - steps
             if due > MAX_CATCH_UP:
                 self.counters["overruns"] += 1
-            for _ in range(min(max(due, 0), MAX_CATCH_UP)):
-                self.robot.advance(dt)
-                steps += 1
-                if steps % self.measurement_every == 0:
+            burst = min(max(due, 0), MAX_CATCH_UP)
+            if burst > 0:
+                # a late process runs its backlog as one advance (one call costs far less than
+                # one per step) and publishes once at its end, when any measurement was due
+                self.robot.advance(burst * dt)
+                published = steps // self.measurement_every
+                steps += burst
+                if burst > 1:
+                    self.counters["late_bursts"] += 1
+                if steps // self.measurement_every > published:
                     self._publish()
             if due <= 0:
                 delay = start + (steps + 1) * dt - time.perf_counter()
@@ -251,8 +261,9 @@ def make_robot(robot: str, backend: str, timestep: float = 0.002, **driver):
         from .backends.jax_sim import SimRobot
 
         params = contact.StepParams(terrain=contact.flat(friction=0.8), dt=timestep)
-        SimRobot(model, params=params, **driver).advance(timestep)  # compile now, not later
-        return SimRobot(model, params=params, **driver)
+        robot = SimRobot(model, params=params, **driver)
+        robot.compile()  # now, not at the first physics step
+        return robot
     raise ValueError(f"backend must be 'mujoco' or 'sim', got {backend!r}")
 
 

@@ -7,7 +7,10 @@ The PD runs inside the simulation at the physics rate (`params.dt`, 2 ms by defa
 last accepted command, like a robot's motor drivers (`controllers.hardware.motor.MotorDriver`, whose
 watchdog is checked at every physics step: a chunk of steps is cut at its deadline). Between
 watchdog events a command is held constant, so each `advance` is one jitted `fori_loop` over
-`contact.step` (compiled once per robot structure and contact model, shared by all instances).
+`contact.step`. The model and the step parameters are constants of that program (compiled once
+per instance, ~10 s for Go2 on 2 cores; `SimRobot.compile` does it ahead of time): passed as
+arguments, their 26 arrays made a one-step `advance` cost 0.53 ms instead of 0.24 ms (Go2, one
+core), too close to a 2 ms physics step for a loaded machine to keep real time.
 
 Measurements are exact (no noise, no delay): joint and base states from `State(q, v)`, the
 accelerometer from the base velocity change over the last step,
@@ -16,7 +19,7 @@ accelerometer from the base velocity change over the last step,
 
 from __future__ import annotations
 
-import functools
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +52,34 @@ def _held_command_rollout(model, params, state, q_t, qd_t, kp, kd, tau_ff, num_s
     return before, final, tau
 
 
-_rollout = jax.jit(_held_command_rollout, static_argnames=("contact",))
+_ROLLOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {key: jitted}
+
+
+def _params_key(params, contact: str) -> tuple:
+    """A value key of `(params, contact)`: the tree structure and every leaf's bytes."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    arrays = [np.asarray(leaf) for leaf in leaves]
+    return contact, treedef, tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays)
+
+
+def _bound_rollout(model, params, contact):
+    """`_held_command_rollout` jitted with `model`, `params` and `contact` fixed:
+    `(state, q_t, qd_t, kp, kd, tau_ff, num_steps) -> (before, final, tau)`.
+
+    Shared by the robots of one model object and equal parameters (kept while the model lives,
+    so the tests' robots of one model compile once)."""
+    per_model = _ROLLOUTS.setdefault(model, {})
+    key = _params_key(params, contact)
+    if key not in per_model:
+        model_ref = weakref.ref(model)  # a strong one would keep the cache's key alive
+
+        def rollout(state, q_t, qd_t, kp, kd, tau_ff, num_steps):
+            return _held_command_rollout(
+                model_ref(), params, state, q_t, qd_t, kp, kd, tau_ff, num_steps, contact
+            )
+
+        per_model[key] = jax.jit(rollout)
+    return per_model[key]
 
 
 class SimRobot(DrivenRobot):
@@ -88,6 +118,13 @@ class SimRobot(DrivenRobot):
         self._tau = np.zeros(model.nu)
         self.steps = 0
         self.sequence = 0
+        self._rollout = _bound_rollout(model, self.params, contact)
+
+    def compile(self) -> None:
+        """Compile the physics now (a first `advance` would otherwise wait for it); the state
+        does not change."""
+        zeros = jnp.zeros(self.model.nu, dtype=self.state.v.dtype)
+        jax.block_until_ready(self._rollout(self.state, *(zeros,) * 5, 1))
 
     # ------------------------------------------------------------- RobotInterface
     def read(self) -> Measurement:
@@ -129,21 +166,9 @@ class SimRobot(DrivenRobot):
             if np.isfinite(deadline):
                 n = min(n, int(np.floor((deadline + TIME_EPS - now) / self.dt)) + 1)
             n = max(n, 1)
-            self._before, self.state, tau = _rollout(
-                self.model,
-                self.params,
-                self.state,
-                *(jnp.asarray(getattr(command, k)) for k in JointCommand.ARRAYS),
-                n,
-                contact=self.contact,
+            self._before, self.state, tau = self._rollout(
+                self.state, *(jnp.asarray(getattr(command, k)) for k in JointCommand.ARRAYS), n
             )
             self._tau = np.asarray(tau)
             self.steps += n
             remaining -= n
-
-
-@functools.cache
-def warm_up(model: Model, contact: str = "hard") -> None:
-    """Compile the rollout for `model` once (about 10 s for Go2 on 2 cores)."""
-    robot = SimRobot(model, contact=contact)
-    robot.advance(robot.dt)
