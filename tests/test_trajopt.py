@@ -218,3 +218,33 @@ def test_progress_callback_and_timestamps(short_problem):
     times = [r["time"] for r in records]
     assert all(b >= a for a, b in zip(times, times[1:]))
     assert {"iteration", "cost", "step", "defects", "mu", "terms"} <= set(records[0])
+
+
+def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
+    short_problem, short_solution, capsys
+):
+    """Issue 15, bad input: a linearisation point whose impulse solves have not converged still
+    gives finite derivatives, and the solver reports the residual. The first iteration's report
+    is the largest residual of the knots' solves at the start (every knot linearised in one
+    call). At the solvers' 10 sweeps the trot's later iterates are such points (measured: 5e-5,
+    6.6e-3, 9.3e-3 m/s at the three linearisation points, so 2 of 3 above the tolerance)."""
+    problem, fn = short_problem, fddp.compiled(short_problem)
+    _, us = initial_guess(problem)
+    xs, _, _ = fn.rollout(problem.data, us)
+    lin = fddp.linearize_all(fn, problem.data, xs, us)
+    assert lin.contact_residual.shape == (problem.horizon,)
+    first = short_solution.history[0]["contact_residual"]
+    assert first == pytest.approx(float(np.max(lin.contact_residual)), rel=1e-12)
+    recorded = [h["contact_residual"] for h in short_solution.history]
+    unconverged = sum(r > fddp.CONTACT_RESIDUAL_TOLERANCE for r in recorded)
+    assert short_solution.meta["contact_residual"] >= max(recorded)
+    assert short_solution.meta["unconverged_linearizations"] >= unconverged >= 1
+
+    # the solution itself is such a point: its derivatives are finite
+    xs, us = initial_guess(problem, short_solution)
+    at_solution = fddp.linearize_all(fn, problem.data, xs, us)
+    assert float(np.max(at_solution.contact_residual)) > fddp.CONTACT_RESIDUAL_TOLERANCE
+    assert all(np.all(np.isfinite(a)) for a in at_solution)
+    report = fddp._contact_report(recorded, problem.num_sweeps, verbose=True)
+    assert report["unconverged_linearizations"] == unconverged
+    assert f"at {unconverged} of {len(recorded)} linearisation points" in capsys.readouterr().out

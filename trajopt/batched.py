@@ -109,7 +109,7 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
         "forces": forces_n, "taus": taus_n, "mu": jnp.where(accepted, mu_n, out["mu"]),
         "status": status.astype(jnp.int32), "iterations": carry["iterations"] + 1,
         "step": jnp.where(accepted, alpha, 0.0), "expected": -out["dV1"],
-        "accepted": accepted,
+        "accepted": accepted, "contact_residual": jnp.max(lin.contact_residual),
     }  # fmt: skip
     running = carry["status"] == RUNNING
     return jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, carry)
@@ -267,25 +267,29 @@ def solve_batched(
         "status": np.where(finite, RUNNING, DIVERGED).astype(np.int32),
         "iterations": np.zeros(batch, np.int32),
         "step": np.zeros(batch, host_cost.dtype), "expected": np.zeros(batch, host_cost.dtype),
-        "accepted": np.zeros(batch, bool),
+        "accepted": np.zeros(batch, bool), "contact_residual": np.zeros(batch, host_cost.dtype),
     }  # fmt: skip
-    for name in ("mu", "status", "iterations", "step", "expected", "accepted"):
+    for name in ("mu", "status", "iterations", "step", "expected", "accepted", "contact_residual"):
         carry[name] = place(jnp.asarray(carry[name]))
     history = [[] for _ in range(batch)]
+    contact_residuals = [[] for _ in range(batch)]  # at each linearisation point, as fddp's
     for iteration in range(1, max_iterations + 1):
         before = sharding.to_host(carry["status"])
         if np.all(before != RUNNING):
             break
         carry = fn.iteration(data, carry)
-        names = ("cost", "step", "mu", "expected", "accepted", "status")
+        names = ("cost", "step", "mu", "expected", "accepted", "status", "contact_residual")
         small = sharding.to_host({k: carry[k] for k in names})
+        for i in np.flatnonzero(before == RUNNING):
+            contact_residuals[i].append(float(small["contact_residual"][i]))
         gaps = np.sum(np.abs(sharding.to_host(carry["defects"]).reshape(batch, -1)), 1)
         elapsed = time.perf_counter() - start
         for i in np.flatnonzero((before == RUNNING) & small["accepted"]):
             history[i].append({"iteration": iteration, "time": elapsed,
                                "cost": float(small["cost"][i]), "step": float(small["step"][i]),
                                "defects": float(gaps[i]), "mu": float(small["mu"][i]),
-                               "expected": float(small["expected"][i])})  # fmt: skip
+                               "expected": float(small["expected"][i]),
+                               "contact_residual": contact_residuals[i][-1]})  # fmt: skip
         if verbose:
             running = int(np.sum(small["status"] == RUNNING))
             print(f"{iteration:>4} running {running:>4}/{batch} "
@@ -322,6 +326,7 @@ def solve_batched(
             "defects": gaps_i,
             "wall_time": wall,
             "devices": 1 if mesh is None else int(mesh.devices.size),
+            **fddp._contact_report(contact_residuals[i], p.num_sweeps, verbose=False),
         }
         results.append((jax.tree_util.tree_map(jnp.asarray, xs_i), jnp.asarray(us_i), info))
     return results

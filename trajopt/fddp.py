@@ -40,6 +40,7 @@ import hashlib
 import os
 import time
 import weakref
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,11 @@ from .trajectory import Trajectory
 
 ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)
 MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coordinates)
+# Largest impulse-solve residual [m/s] at which a linearisation point counts as converged. The
+# implicit derivatives are those of the exact contact solution; their gap to the computed
+# step's grows with the residual (BENCHMARKS.md: 4 % at 5.7e-4 m/s, 17 % at 5.9e-3 m/s on the
+# ANYmal trot knot), so below 1e-4 m/s it is about 1 % or less.
+CONTACT_RESIDUAL_TOLERANCE = 1e-4
 
 
 # ----------------------------------------------------------------------------- compiled pieces
@@ -228,13 +234,20 @@ def _evaluate(problem, data, xs, us):
 
 
 def _linearize_knot(problem, data, x, u, t):
-    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)`.
+    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)` (see `_linearize_knot_with_residual`)."""
+    return _linearize_knot_with_residual(problem, data, x, u, t)[:5]
+
+
+def _linearize_knot_with_residual(problem, data, x, u, t):
+    """`(A, B, r, R_x, R_u, contact_residual)` of knot t at `(x, u)`; the last is the knot's
+    largest impulse-solve residual [m/s] at the linearisation point
+    (`problem.transition_with_residual`).
 
     The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
     `u_prev` block is exact without them: the transition does not read `x.u_prev` (the next
     knot's `u_prev` is `u`), so `A[:, u_prev] = 0`, and only the residuals depend on it (the
     control-rate term), at the nominal forces and torques."""
-    nominal, forces0, taus0 = P.transition(problem, data, x, u)
+    nominal, forces0, taus0, contact_residual = P.transition_with_residual(problem, data, x, u)
     ref_t = P.reference_at(data.reference, t)
     nv, nu = problem.model.nv, problem.nu
     dtype = x.v.dtype
@@ -260,7 +273,7 @@ def _linearize_knot(problem, data, x, u, t):
     res_u_prev = jax.jacfwd(residuals_of_u_prev)(du0)
     A = jnp.concatenate([j_next[0], jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
     R_x = jnp.concatenate([j_res[0], res_u_prev], axis=1)
-    return A, j_next[1], r, R_x, j_res[1]
+    return A, j_next[1], r, R_x, j_res[1], contact_residual
 
 
 def _linearize_terminal(problem, data, x):
@@ -296,9 +309,22 @@ def _forward(problem, data, xs, us, k, K, defects, alpha):
 LINEARIZE_LAYOUTS = ("map", "vmap")
 
 
-def _linearize_all(problem, data, xs, us, layout: str = "map"):
-    """Every knot's linearisation in one call: `(A (T, nx, nx), B (T, nx, nu), r (T, nr),
-    R_x (T, nr, nx), R_u (T, nr, nu), r_T (nr_T,), R_T (nr_T, nx))`.
+class Linearization(NamedTuple):
+    """Every knot's linearisation (`_linearize_all`); the first seven fields are what the
+    backward pass reads."""
+
+    A: jax.Array  # (T, nx, nx) dF/dx
+    B: jax.Array  # (T, nx, nu) dF/du
+    r: jax.Array  # (T, nr) weighted running residuals
+    R_x: jax.Array  # (T, nr, nx)
+    R_u: jax.Array  # (T, nr, nu)
+    r_T: jax.Array  # (nr_T,) weighted terminal residuals
+    R_T: jax.Array  # (nr_T, nx)
+    contact_residual: jax.Array  # (T,) largest impulse-solve residual of each knot [m/s]
+
+
+def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
+    """Every knot's linearisation in one call (`Linearization`).
 
     layout="map": `lax.map` over the knots (one knot's program, run T times inside XLA);
     layout="vmap": the knots batched. `map` is the solver's: `benchmarks/bench_linearize.py`
@@ -308,22 +334,23 @@ def _linearize_all(problem, data, xs, us, layout: str = "map"):
     T = problem.horizon
 
     def knot(t):
-        return _linearize_knot(problem, data, _index(xs, t), us[t], t)
+        return _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
 
     knots = jnp.arange(T)
-    A, B, r, Rx, Ru = jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
+    per_knot = jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
+    A, B, r, Rx, Ru, contact_residual = per_knot
     rT, RT = _linearize_terminal(problem, data, _index(xs, T))
-    return A, B, r, Rx, Ru, rT, RT
+    return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
 def _backward(lin, defects, mu):
     """Riccati recursion (float64 `lax.scan` from the last knot). `lin` is `_linearize_all`'s
-    output, `defects (T+1, nx)`, `mu` the regularisation of `Q_uu`.
+    output (or its first seven arrays), `defects (T+1, nx)`, `mu` the regularisation of `Q_uu`.
 
     Returns `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)`: `dV1 = sum k^T Q_u`,
     `dV2 = sum k^T Q_uu k` (the expected-change model); `ok` is False when a `Q_uu` is not
     positive definite (its Cholesky factor is not finite): the caller raises `mu`."""
-    A, B, r, Rx, Ru, rT, RT = lin
+    A, B, r, Rx, Ru, rT, RT = lin[:7]
     nu = B.shape[2]
     eye = jnp.eye(nu, dtype=B.dtype)
 
@@ -396,10 +423,10 @@ def _to_numpy_tree(tree):
     return jax.tree_util.tree_map(np.asarray, tree)
 
 
-def linearize_all(fn: Compiled, data, xs, us):
+def linearize_all(fn: Compiled, data, xs, us) -> Linearization:
     """Every knot's linearisation on the host (NumPy): `fn.linearize_all`, one jitted call
-    (see `_linearize_all` for the arrays)."""
-    return tuple(np.asarray(a) for a in fn.linearize_all(data, xs, us))
+    (see `Linearization` for the arrays)."""
+    return Linearization(*(np.asarray(a) for a in fn.linearize_all(data, xs, us)))
 
 
 def _merit(cost, defects):
@@ -421,7 +448,9 @@ def solve_fddp(
 ):
     """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
     (single shooting). Returns `(xs, us, info)` with `info` = status, iterations, cost,
-    term_costs, history, forces, taus."""
+    term_costs, history, forces, taus, defects, wall_time, feedback, and the contact solves'
+    report at the linearisation points (`_contact_report`: `contact_residual`,
+    `unconverged_linearizations`; every history record has its point's `contact_residual`)."""
     fn = compiled(problem)
     data = problem.data
     start = time.perf_counter()
@@ -448,10 +477,16 @@ def solve_fddp(
         taus = np.zeros(np.shape(taus))
         defects = np.zeros(np.shape(defects))
     if verbose:
-        print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10}")
+        print(
+            f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10} "
+            f"{'contact':>9}"
+        )
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
+    contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
         lin = fn.linearize_all(data, xs, us)
+        contact_residual = float(jnp.max(lin.contact_residual))
+        contact_residuals.append(contact_residual)
         accepted = False
         first_expected = None  # the model's predicted change at the least regularisation
         out_of_time = False
@@ -498,12 +533,14 @@ def solve_fddp(
             "defects": gaps,
             "mu": mu,
             "expected": float(-dV1),
+            "contact_residual": contact_residual,  # at the point this iteration linearised
             "terms": {k_: float(v) for k_, v in terms.items()},
         }
         history.append(record)
         if verbose:
             print(
-                f"{iteration:>4} {cost:>12.5g} {alpha:>8.3g} {gaps:>10.3g} {mu:>8.1e} {-dV1:>10.3g}"
+                f"{iteration:>4} {cost:>12.5g} {alpha:>8.3g} {gaps:>10.3g} {mu:>8.1e} "
+                f"{-dV1:>10.3g} {contact_residual:>9.2g}"
             )
         if callback is not None:
             callback(record)
@@ -531,8 +568,27 @@ def solve_fddp(
         "defects": float(np.sum(np.abs(defects))),
         "wall_time": time.perf_counter() - start,
         "feedback": None if feedback is None else np.asarray(feedback),
+        **_contact_report(contact_residuals, problem.num_sweeps, verbose),
     }
     return xs, us, info
+
+
+def _contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
+    """The solver's report on its linearisation points' contact solves: `contact_residual`, the
+    largest impulse-solve residual over them [m/s] (None without an iteration), and
+    `unconverged_linearizations`, how many exceeded `CONTACT_RESIDUAL_TOLERANCE` (their
+    derivatives are finite, but of the exact contact solution rather than of the computed
+    one). Prints one line when any did and `verbose`."""
+    unconverged = sum(r > CONTACT_RESIDUAL_TOLERANCE for r in residuals)
+    worst = max(residuals) if residuals else None
+    if verbose and unconverged:
+        print(
+            f"note: at {unconverged} of {len(residuals)} linearisation points the contact solve "
+            f"had not converged in {num_sweeps} sweeps (largest residual {worst:.2g} m/s > "
+            f"{CONTACT_RESIDUAL_TOLERANCE:g}); their derivatives are those of the exact contact "
+            "solution (more sweeps: num_sweeps)"
+        )
+    return {"contact_residual": worst, "unconverged_linearizations": unconverged}
 
 
 def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
@@ -562,6 +618,8 @@ def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
             "num_sweeps": problem.num_sweeps,
             "wall_time_s": info["wall_time"],
             "defects": info["defects"],
+            "contact_residual": info.get("contact_residual"),
+            "unconverged_linearizations": info.get("unconverged_linearizations"),
             **problem_description(problem),
         },
     )

@@ -221,6 +221,15 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
     of the sub-step with the largest magnitude per joint (actuator torque plus the implicit
     joint damping `-d qd+` of `params.joint_damping`, i.e. what the motor delivers).
     """
+    return transition_with_residual(problem, data, x, u)[:3]
+
+
+def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, u):
+    """`transition`'s `(x_next, forces, torques)` and the largest Coulomb fixed-point residual
+    of the knot's impulse solves [m/s] (`contact.StepInfo.residual`, max over the substeps;
+    0 for penalty contact). A residual far from 0 says `problem.num_sweeps` did not converge the
+    contact solve at this knot: its implicit derivatives are those of the exact solution there,
+    not of the computed one (BENCHMARKS.md, "Derivatives through contact")."""
     nvb = problem.model.nv - problem.model.nu
 
     def sub(state, _):
@@ -234,11 +243,13 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
             num_sweeps=problem.num_sweeps,
         )
         total = tau - data.params.joint_damping * nxt.v[nvb:]
-        return nxt, (info.force, total)
+        return nxt, (info.force, total, info.residual)
 
-    state, (forces, taus) = jax.lax.scan(sub, State(x.q, x.v), None, length=problem.substeps)
+    state, (forces, taus, residuals) = jax.lax.scan(
+        sub, State(x.q, x.v), None, length=problem.substeps
+    )
     peak = jnp.take_along_axis(taus, jnp.argmax(jnp.abs(taus), axis=0)[None], axis=0)[0]
-    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), peak
+    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), peak, jnp.max(residuals)
 
 
 def retract(problem: Problem, x: KnotState, dx):
