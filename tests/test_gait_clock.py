@@ -405,3 +405,17 @@ def test_the_trainers_build_clock_policies_for_a_clock_environment():
                               Policy.create(jax.random.key(0), 12, hidden=(8, 8)))  # fmt: skip
     model = ActorCritic.create(jax.random.key(0), 12, PPOConfig(hidden=(8, 8)), clock=True)
     assert model.policy.clock and model.value.in_size == 51
+
+
+def test_a_configuration_without_the_clock_keeps_its_recorded_form():
+    """SHAC's `--resume` compares the configuration with the one in the checkpoint header:
+    a run from before the clock must still resume, so the dict has no "gait_period" key
+    unless the clock is on."""
+    from controllers.learning.training import SHACConfig
+
+    before = dataclasses.asdict(SHACConfig())
+    del before["env"]["gait_period"]  # the field the clock added
+    assert SHACConfig().to_dict() == before
+    assert "gait_period" not in EnvConfig().to_dict()
+    with_clock = SHACConfig(env=EnvConfig(gait_period=0.4)).to_dict()
+    assert with_clock["env"]["gait_period"] == 0.4

@@ -214,7 +214,13 @@ class EnvConfig:
         return config.replace(randomization=randomization)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields as a dict; without "gait_period" when it is None, so a configuration
+        without the clock has the dict it had before the clock existed (SHAC's `--resume`
+        compares it with the one in the checkpoints)."""
+        d = dataclasses.asdict(self)
+        if d["gait_period"] is None:
+            del d["gait_period"]
+        return d
 
 
 def _bounds(name: str, bounds) -> tuple:

@@ -118,7 +118,9 @@ class SHACConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["env"] = self.env.to_dict()  # without the clock's key when there is no clock
+        return d
 
 
 class Critic(eqx.Module):
