@@ -19,6 +19,12 @@ a safe stand (the standing joint targets) until `reset`.
     targets = mpc.update(state, t)         # each control period, t [s] since reset
     mpc.set_command(0.3, 0.0, 0.2)         # any time: [v_x, v_y] base frame [m/s], yaw rate
     mpc.set_gait("walk")                   # any time: same problem structure, new pattern
+    mpc.gait_clock(t)                      # (3,) the gait clock a policy observes at t
+
+The gait's phase at time `t` [s] since reset is `trajopt.gait_clock.gait_phase(t, gait_period)`:
+the references of the cycle at `t` are `trajopt.gaits.gait_reference(..., start_time=t)` with
+that period, so a policy distilled from the MPC observes, through `gait_clock`, the phase its
+expert's references were built at.
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
+from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
     check_gait,
     default_guess,
+    gait_period,
     gait_reference,
     gait_weights,
     make_problem,
@@ -112,7 +120,8 @@ class MPC:
         max_failures: consecutive failed cycles before the safe stand.
         feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
             (`targets_at` with a state).
-        problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params...).
+        problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params,
+            period: the gait period [s], default the gait's on the robot, `gait_period`).
     """
 
     def __init__(
@@ -132,6 +141,8 @@ class MPC:
         **problem_options,
     ):
         check_gait(gait)
+        period = problem_options.get("period")
+        self.period = None if period is None else check_gait_period(period, "period")
         if horizon < dt:
             raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
         if iterations < 1 or warmup_iterations < 1:
@@ -161,6 +172,23 @@ class MPC:
         self.mode = "mpc"
         self.stats = MPCStats()
 
+    # ------------------------------------------------------------------ gait timing
+    @property
+    def gait_period(self) -> float:
+        """The period [s] of the current gait's pattern in the references."""
+        return self.period if self.period is not None else gait_period(self.model.name, self.gait)
+
+    def gait_phase(self, t: float) -> float:
+        """The gait's cycle phase in [0, 1) at `t` [s] since reset
+        (`trajopt.gait_clock.gait_phase`): the phase the references of a cycle at `t` start
+        from."""
+        return float(gait_phase(t, self.gait_period))
+
+    def gait_clock(self, t: float) -> np.ndarray:
+        """The gait clock `(3,)` at `t` [s] since reset (`trajopt.gait_clock.gait_clock`): what a
+        policy distilled from this MPC observes at that time."""
+        return gait_clock(t, self.gait_period)
+
     # ------------------------------------------------------------------ commands
     @staticmethod
     def _check_command(command) -> np.ndarray:
@@ -186,7 +214,8 @@ class MPC:
     # ------------------------------------------------------------------ the cycle
     def _problem_at(self, state: State, t: float) -> P.Problem:
         pr = self.problem
-        ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t)
+        ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
+                             period=self.gait_period)  # fmt: skip
         ref = dataclasses.replace(
             ref, base_velocity=jnp.tile(jnp.asarray(self.command), (pr.horizon + 1, 1))
         )

@@ -4,6 +4,7 @@
     python examples/train_policy.py --robot go2 --iterations 400 --resume      # continue a run
     python examples/train_policy.py --init results/distill_go2/policy.eqx   # distilled start
     python examples/train_policy.py --envs 4096 --devices 8 --dtype float32  # 512 per device
+    python examples/train_policy.py --gait-period 0.4     # the policy also observes a gait clock
 
 `--envs` is the global batch, split over `--devices` devices (default: all that JAX sees) by
 `controllers.learning.training.shac.train`. Several hosts: run the same command on each with
@@ -41,12 +42,15 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
         resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=1e-3,
         seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
         critic_bootstrap=False, fast_compile=False, command=None, devices=None,
-        dtype="float64"):  # fmt: skip
+        dtype="float64", gait_period=None):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
     `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
-    the environment's ("float32" on GPUs). Returns `(TrainResult, evaluation dict)` (the
-    evaluation is None in processes other than 0 of a multi-process run)."""
-    env = EnvConfig(robot=robot, contact=contact, dtype=dtype).with_task(**(task or {}))
+    the environment's ("float32" on GPUs); `gait_period` [s]: the observation ends with a gait
+    clock of this period (`EnvConfig.gait_period`; None: none), exported with it. Returns
+    `(TrainResult, evaluation dict)` (the evaluation is None in processes other than 0 of a
+    multi-process run)."""
+    env = EnvConfig(robot=robot, contact=contact, dtype=dtype, gait_period=gait_period)
+    env = env.with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
     config = SHACConfig(env=env, num_envs=envs, horizon=horizon, actor_lr=actor_lr, seed=seed,
@@ -91,7 +95,7 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
             export_policy = None
         if export_policy is not None:
             exported = export_policy(result.policy, os.path.join(out, "export"), robot=robot,
-                                     onnx=_has_onnx())  # fmt: skip
+                                     onnx=_has_onnx(), gait_period=env.gait_period)  # fmt: skip
             report["export"] = exported
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=2, default=str)
@@ -154,6 +158,8 @@ def main(argv=None):
                    help="devices to split --envs over (default: all JAX sees)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="the environment's float type (float32 on GPUs)")
+    p.add_argument("--gait-period", type=float, default=None,
+                   help="[s] the policy also observes a gait clock of this period (issue 16)")
     p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0")
     p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
     p.add_argument("--process-id", type=int, help="multi-host: this process's index")
@@ -165,6 +171,7 @@ def main(argv=None):
         a.checkpoint_every, not a.no_randomization, a.lr, a.seed, a.eval_envs, a.eval_seconds,
         export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
         fast_compile=a.fast_compile, command=command, devices=a.devices, dtype=a.dtype,
+        gait_period=a.gait_period,
         task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
                   push=a.push))  # fmt: skip
 

@@ -150,13 +150,21 @@ def available_gaits() -> tuple:
     return tuple(GAITS)
 
 
+def gait_period(robot: str, gait: str) -> float:
+    """The period [s] of `gait` on `robot` in the library's problems and the MPC: the robot's
+    period (`ROBOT_GAIT_SCALE`, 0.4 s for a robot not listed) times the gait's `period_scale`."""
+    default_period, _ = ROBOT_GAIT_SCALE.get(robot, (0.4, 0.06))
+    return default_period * gait_spec(robot, gait).period_scale
+
+
 def stance_pattern(gait: Gait, period: float, times: np.ndarray):
     """`(stance (n, 4), swing_fraction (n, 4))` at `times`: stance flags and the fraction of
     the current swing that has elapsed (0 in stance).
 
     Foot i's phase is `(t / period - lead_in - offset_i + s0) mod 1` with `s0 = 1 - duty` if the
     gait starts in stance, else 0; it swings while the phase is below `1 - duty`, and never
-    before `t = lead_in * period`."""
+    before `t = lead_in * period`. (`trajopt.gait_clock`: the gait clock's phase is
+    `(t / period) mod 1`, before the lead-in, offsets and start.)"""
     swing_len = 1.0 - gait.duty
     start = swing_len if gait.starts_in_stance else 0.0
     cycles = times[:, None] / period - gait.lead_in
@@ -185,8 +193,8 @@ def gait_reference(
     phase), the commanded base velocity (base frame; for "turn" the yaw rate), the standing
     height and joint posture."""
     spec = gait_spec(model.name, gait)
-    default_period, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
-    period = default_period * spec.period_scale if period is None else period
+    _, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
+    period = gait_period(model.name, gait) if period is None else period
     times = start_time + dt * np.arange(horizon + 1)
     stance, fraction = stance_pattern(spec, period, times)
     swing_height = clearance * np.sin(np.pi * fraction) * (1.0 - stance)

@@ -20,7 +20,14 @@ with `W_i (out, in)`, `b_i (out,)` as in `equinox.nn.Linear`. The observation la
 `policy.json`, "observation_layout") is `controllers.learning.policy`'s: base linear velocity (3)
 [m/s], base angular velocity (3) [rad/s], both in the base frame, projected gravity (3),
 velocity command (3), joint_q - q_default (nu) [rad], joint_qd (nu) [rad/s], last action
-(nu), with the joints in "joint_names" order.
+(nu), with the joints in "joint_names" order, and for a policy exported with a gait clock
+("gait_clock" in `policy.json` not null) three more at the end:
+
+    gait_clock(t, period) = [sin(2 pi phi), cos(2 pi phi), 1 / period],  phi = (t / period) mod 1
+
+with `t` [s] the time since the controller's reset (the policy's first observation is at
+phase 0) and the period from `policy.json`; `policy.clock(t)` computes them,
+`policy.with_clock(obs, t)` appends them to the other `12 + 3 nu` entries.
 
 This module imports only numpy, json and os at module level (and hashlib, from the standard
 library, when loading): a test runs it in a process where JAX cannot be imported.
@@ -46,6 +53,22 @@ class PolicyFileError(ValueError):
 def elu(x):
     """`x` where `x > 0`, `exp(x) - 1` elsewhere (`jax.nn.elu` with alpha 1), elementwise."""
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def gait_clock(t, period):
+    """`[sin(2 pi phi), cos(2 pi phi), 1 / period]` `(..., 3)` for `t (...)` [s] since the
+    controller's reset, `phi = (t / period) mod 1`, `period` [s] > 0: the NumPy copy of
+    `trajopt.gait_clock.gait_clock` (this file imports nothing of the project; a test holds the two
+    equal)."""
+    try:
+        value = float(period)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value > 0.0):
+        raise ValueError(f"period must be a finite number of seconds > 0, got {period!r}")
+    period = value
+    angle = 2.0 * np.pi * np.mod(np.asarray(t) / period, 1.0)
+    return np.stack([np.sin(angle), np.cos(angle), np.full_like(angle, 1.0 / period)], axis=-1)
 
 
 def check_observation(obs, size: int, dtype):
@@ -119,6 +142,11 @@ class NumpyPolicy:
         self.std = np.sqrt(self.var + float(self.config["normalizer_eps"]))
         self.obs_clip = float(self.config["obs_clip"])
         self._check_shapes()
+        clock = self.config.get("gait_clock")  # absent in exports from before the clock
+        self.gait_period = None if clock is None else float(clock["period"])
+        if self.gait_period is not None and not (np.isfinite(self.gait_period)
+                                                 and self.gait_period > 0):  # fmt: skip
+            raise ValueError(f"gait_clock period must be > 0 s, got {self.gait_period}")
 
     def _check_shapes(self):
         n_obs, nu = int(self.config["obs_size"]), int(self.config["nu"])
@@ -183,6 +211,19 @@ class NumpyPolicy:
     def q_default(self):
         """`(nu,)` [rad] the standing pose the actions are offsets from."""
         return np.asarray(self.config["q_default"], dtype=np.float64)
+
+    def clock(self, t):
+        """The gait clock `(3,)` (or `(..., 3)`) at `t` [s] since the controller's reset
+        (`gait_clock` with the exported period); ValueError if the policy has no clock."""
+        if self.gait_period is None:
+            raise ValueError("this policy was exported without a gait clock")
+        return gait_clock(t, self.gait_period)
+
+    def with_clock(self, obs, t):
+        """`obs (n_obs - 3,)` (the entries before the clock) with the clock at `t` [s]
+        appended: the full observation `(n_obs,)`."""
+        obs = check_observation(obs, self.obs_size - 3, np.float64)
+        return np.concatenate([obs, np.broadcast_to(self.clock(t), obs.shape[:-1] + (3,))], -1)
 
     def normalize(self, obs):
         """`clip((obs - mean) / std, +-obs_clip)` for `obs (..., n_obs)`."""

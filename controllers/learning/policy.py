@@ -15,6 +15,18 @@ Observation `(12 + 3 nu,)`, everything in the base frame where it is a vector:
       joint_qd (nu)              [rad/s]
       last_action (nu) ]         the previous call's action (zeros after a reset)
 
+and, where a task calls for a gait clock (`EnvConfig.gait_period`, `Policy.create(clock=True)`),
+three more at the end, so the layout without it is a prefix (`observation_size(nu, clock=True)`
+= `15 + 3 nu`):
+
+      gait_clock (3)             sin(2 pi phi), cos(2 pi phi), 1 / period [1/s]
+
+`trajopt.gait_clock.gait_clock`, the one definition: `phi = (t / period) mod 1`, `t` [s] since the
+reset (environment: `t * CONTROL_DT` from its step counter; deployment: the measurement's
+timestamp minus the reset's, `policy_adapter.PolicyController`; distillation: the knot time),
+the phase of `trajopt.gaits.stance_pattern` at the same time and period before the gait's
+offsets, lead-in and start.
+
 Action `(nu,)`: joint position offsets, `q* = q_default + action_scale * action` (clipped to
 `[-ACTION_CLIP, ACTION_CLIP]` before scaling), `qd* = 0`, `tau_ff = 0`, the robot's standing
 gains `dynamics.actuator.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
@@ -36,6 +48,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from trajopt.gait_clock import CLOCK_SIZE
+
 CONTROL_DT = 0.02  # [s] policy period (50 Hz)
 ACTION_SCALE = 0.25  # [rad] per unit action
 ACTION_CLIP = 4.0  # |action| bound before scaling: offsets of at most 1 rad
@@ -44,9 +58,10 @@ NORMALIZER_EPS = 1e-8  # std = sqrt(var + NORMALIZER_EPS): constant features do 
 HIDDEN = (128, 128)
 
 
-def observation_size(nu: int) -> int:
-    """Length of the observation vector for `nu` actuated joints: `12 + 3 nu`."""
-    return 12 + 3 * nu
+def observation_size(nu: int, clock: bool = False) -> int:
+    """Length of the observation vector for `nu` actuated joints: `12 + 3 nu`, plus
+    `CLOCK_SIZE` (3) with the gait clock."""
+    return 12 + 3 * nu + (CLOCK_SIZE if clock else 0)
 
 
 def projected_gravity(quat_xyzw):
@@ -56,14 +71,18 @@ def projected_gravity(quat_xyzw):
     return -jnp.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)])
 
 
-def observation_from_state(q, v, command, last_action, q_default):
+def observation_from_state(q, v, command, last_action, q_default, clock=None):
     """The observation `(12 + 3 nu,)` of a floating-base state `q (7 + nu,)`, `v (6 + nu,)`.
 
-    `command (3,)` = (vx, vy, yaw_rate); `last_action (nu,)`; `q_default (nu,)`. Pure JAX."""
+    `command (3,)` = (vx, vy, yaw_rate); `last_action (nu,)`; `q_default (nu,)`; `clock`:
+    None, or the gait clock `(3,)` (`trajopt.gait_clock.gait_clock`), appended: `(15 + 3 nu,)`.
+    Pure JAX."""
     quat = q[3:7] / jnp.linalg.norm(q[3:7])
-    return jnp.concatenate(
-        [v[0:3], v[3:6], projected_gravity(quat), command, q[7:] - q_default, v[6:], last_action]
-    )
+    parts = [v[0:3], v[3:6], projected_gravity(quat), command, q[7:] - q_default, v[6:],
+             last_action]  # fmt: skip
+    if clock is not None:
+        parts.append(jnp.asarray(clock, dtype=q.dtype))
+    return jnp.concatenate(parts)
 
 
 def joint_targets(action, q_default, action_scale: float = ACTION_SCALE):
@@ -104,19 +123,21 @@ class Normalizer(eqx.Module):
 
 
 class Policy(eqx.Module):
-    """`obs (12 + 3 nu,) -> action (nu,)`: normalisation, then an ELU MLP. `__call__` works on
-    one observation; `jax.vmap(policy)` on a batch."""
+    """`obs (12 + 3 nu,) -> action (nu,)` (`(15 + 3 nu,)` with the gait clock): normalisation,
+    then an ELU MLP. `__call__` works on one observation; `jax.vmap(policy)` on a batch."""
 
     normalizer: Normalizer
     mlp: eqx.nn.MLP
 
     @staticmethod
-    def create(key, nu: int, hidden=HIDDEN, dtype=jnp.float32, final_scale: float = 0.01):
+    def create(key, nu: int, hidden=HIDDEN, dtype=jnp.float32, final_scale: float = 0.01,
+               clock: bool = False):  # fmt: skip
         """A fresh policy; the last layer is scaled by `final_scale` so the first actions are
-        near zero (the standing pose), a common and measured-to-matter choice for PD policies."""
+        near zero (the standing pose), a common and measured-to-matter choice for PD policies.
+        clock: it observes the gait clock (`observation_size(nu, clock=True)` inputs)."""
         if len(hidden) == 0 or len(set(hidden)) != 1:
             raise ValueError(f"hidden layers must share one width (eqx.nn.MLP), got {hidden}")
-        n_obs = observation_size(nu)
+        n_obs = observation_size(nu, clock)
         mlp = eqx.nn.MLP(n_obs, nu, width_size=hidden[0], depth=len(hidden),
                          activation=jax.nn.elu, key=key, dtype=dtype)  # fmt: skip
         last = mlp.layers[-1]
@@ -130,6 +151,11 @@ class Policy(eqx.Module):
     @property
     def nu(self) -> int:
         return self.mlp.out_size
+
+    @property
+    def clock(self) -> bool:
+        """Whether it observes the gait clock (from its input size)."""
+        return self.mlp.in_size == observation_size(self.nu, clock=True)
 
     def __call__(self, obs):
         return self.mlp(self.normalizer.normalize(obs))
@@ -148,7 +174,7 @@ def save_policy(policy: Policy, path: str) -> None:
             f"policy must be a controllers.learning.policy.Policy, got {type(policy).__name__}"
         )
     header = {"nu": policy.nu, "hidden": [policy.mlp.width_size] * policy.mlp.depth,
-              "dtype": str(policy.normalizer.mean.dtype)}  # fmt: skip
+              "dtype": str(policy.normalizer.mean.dtype), "clock": policy.clock}  # fmt: skip
     write_tree(path, policy, header)
 
 
@@ -160,7 +186,8 @@ def load_policy(path: str) -> Policy:
         try:
             header = json.loads(f.readline().decode())
             template = Policy.create(jax.random.key(0), header["nu"], tuple(header["hidden"]),
-                                     dtype=jnp.dtype(header["dtype"]))  # fmt: skip
+                                     dtype=jnp.dtype(header["dtype"]),
+                                     clock=bool(header.get("clock", False)))  # fmt: skip
             return eqx.tree_deserialise_leaves(f, template)
         except (ValueError, KeyError, UnicodeDecodeError, RuntimeError) as err:
             raise ValueError(f"{path} is not a policy written by save_policy: {err}") from err

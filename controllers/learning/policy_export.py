@@ -16,12 +16,16 @@ The folder then holds
     policy.json      the conventions: obs size, nu, action scale and clip, obs clip, the
                      normaliser's epsilon, control period, activation, robot, joint names in
                      order (`JointMap.from_model`), q_default [rad], kp [N m/rad], kd [N m s/rad],
-                     the observation layout, and the SHA-256 of policy.npz
+                     the observation layout, the gait clock ("gait_clock": null, or its period
+                     [s], frequency [1/s], formula and index in the observation), and the
+                     SHA-256 of policy.npz
     numpy_policy.py  `NumpyPolicy.load(folder)`: the runner (a copy of
                      `controllers/learning/numpy_policy_runner.py`, which imports only NumPy)
     policy.onnx      (optional) input "observation" `[batch, n_obs]` float32, output "action"
                      `[batch, nu]`: Sub, Div, Clip, then Gemm and Elu per layer; the
-                     conventions are also in its metadata ("diffloco_policy")
+                     conventions are also in its metadata ("diffloco_policy"); with a gait
+                     clock its last 3 inputs are the clock, computed by the caller
+                     (`NumpyPolicy.clock`, `OnnxPolicy.clock`, `PolicyController`)
 
 All files are built in memory first and each is written atomically (a temporary file in the
 folder, then `os.replace`), policy.json last: an interrupted export leaves every file whole,
@@ -43,6 +47,7 @@ import numpy as np
 
 import dynamics
 from controllers.hardware.interface import JointMap
+from trajopt.gait_clock import CLOCK_SIZE, check_gait_period
 
 from .numpy_policy_runner import (
     CONFIG_FILE,
@@ -54,6 +59,7 @@ from .numpy_policy_runner import (
     NumpyPolicy,
     PolicyFileError,
     check_observation,
+    gait_clock,
 )
 from .policy import (
     ACTION_CLIP,
@@ -66,12 +72,15 @@ from .policy import (
 )
 
 __all__ = [
+    "CLOCK_LAYOUT",
+    "OBSERVATION_LAYOUT",
     "NumpyPolicy",
     "PolicyFileError",
     "export_policy",
     "load_numpy_policy",
     "load_onnx_policy",
     "load_exported_policy",
+    "observation_layout",
     "policy_arrays",
 ]
 
@@ -87,11 +96,24 @@ OBSERVATION_LAYOUT = (
     "joint_qd (nu) [rad/s]",
     "last_action (nu)",
 )
+# appended to OBSERVATION_LAYOUT when the policy observes the gait clock (the layout without it
+# is a prefix); `trajopt.gait_clock.gait_clock`, `numpy_policy_runner.gait_clock`
+CLOCK_LAYOUT = (
+    "gait_clock (3) sin(2 pi phase), cos(2 pi phase), 1 / period [1/s]; "
+    "phase = (t / period) mod 1, t [s] since the controller's reset"
+)
+
+
+def observation_layout(clock: bool = False) -> tuple:
+    """The observation's entries in order (`OBSERVATION_LAYOUT`, then `CLOCK_LAYOUT` if
+    `clock`)."""
+    return OBSERVATION_LAYOUT + ((CLOCK_LAYOUT,) if clock else ())
 
 
 # --------------------------------------------------------------------------- checks, arrays
-def _check_policy(policy) -> None:
-    """Raises TypeError/ValueError for anything the runners would not compute exactly."""
+def _check_policy(policy, gait_period=None) -> None:
+    """Raises TypeError/ValueError for anything the runners would not compute exactly, or a
+    gait clock in the policy without `gait_period` (or the reverse)."""
     if not isinstance(policy, Policy):
         raise TypeError(
             f"export_policy takes a controllers.learning.policy.Policy, got {type(policy)}"
@@ -104,10 +126,16 @@ def _check_policy(policy) -> None:
         raise ValueError("the runners implement a linear last layer; this MLP has an activation")
     if any(layer.bias is None for layer in mlp.layers):
         raise ValueError("the runners need a bias in every layer (eqx.nn.MLP use_bias=True)")
-    if mlp.in_size != observation_size(policy.nu):
+    clock = gait_period is not None
+    if clock:
+        check_gait_period(gait_period, "gait_period")
+    if mlp.in_size != observation_size(policy.nu, clock):
+        with_or_without = "with" if clock else "without"
         raise ValueError(
             f"the policy takes {mlp.in_size} inputs; the observation of nu = {policy.nu} joints "
-            f"has {observation_size(policy.nu)} (controllers.learning.policy.observation_size)"
+            f"{with_or_without} a gait clock has {observation_size(policy.nu, clock)} "
+            f"(controllers.learning.policy.observation_size); gait_period = {gait_period} "
+            "(None: no clock)"
         )
 
 
@@ -143,7 +171,22 @@ def _numpy_policy(arrays: dict, config: dict) -> NumpyPolicy:
     )
 
 
-def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str) -> dict:
+def _clock_config(gait_period, nu: int) -> dict | None:
+    """policy.json's "gait_clock": None without a clock."""
+    if gait_period is None:
+        return None
+    period = check_gait_period(gait_period, "gait_period")
+    return {
+        "period": period,
+        "frequency": 1.0 / period,
+        "index": observation_size(nu),
+        "size": CLOCK_SIZE,
+        "formula": CLOCK_LAYOUT,
+    }
+
+
+def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str,
+            gait_period=None) -> dict:  # fmt: skip
     mlp = policy.mlp
     return {
         "format": FORMAT,
@@ -165,7 +208,8 @@ def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str)
         "q_default": joint_map.q_default.tolist(),
         "kp": joint_map.kp_default.tolist(),
         "kd": joint_map.kd_default.tolist(),
-        "observation_layout": list(OBSERVATION_LAYOUT),
+        "observation_layout": list(observation_layout(gait_period is not None)),
+        "gait_clock": _clock_config(gait_period, int(policy.nu)),
         "action": "q* = q_default + action_scale * clip(action, +-action_clip), qd* = 0, "
         "tau_ff = 0, with kp, kd in the drivers' PD",
         "params_file": PARAMS_FILE,
@@ -218,7 +262,8 @@ def onnx_model(arrays: dict, config: dict):
         opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
         ir_version=ONNX_IR_VERSION,
         producer_name="diffloco.controllers.learning.policy_export",
-        doc_string="observation (12 + 3 nu) -> action (nu); conventions in metadata",
+        doc_string="observation (12 + 3 nu, + 3 with a gait clock) -> action (nu); "
+        "conventions in metadata",
     )
     helper.set_model_props(model, {"diffloco_policy": json.dumps(config)})
     onnx.checker.check_model(model, full_check=True)
@@ -251,7 +296,9 @@ def _write_atomic(path: str, data: bytes) -> None:
         raise
 
 
-def export_policy(policy: Policy, folder, *, robot: str, onnx: bool = True) -> dict:
+def export_policy(
+    policy: Policy, folder, *, robot: str, onnx: bool = True, gait_period: float | None = None
+) -> dict:
     """Write `policy` into `folder` (created if needed; see the module docstring).
 
     Args:
@@ -261,13 +308,16 @@ def export_policy(policy: Policy, folder, *, robot: str, onnx: bool = True) -> d
         robot: the robot it controls (`dynamics.load_robot` name or URDF path): joint names,
             q_default and the standing gains (`JointMap.from_model`) go into policy.json.
         onnx: also write policy.onnx (needs the `onnx` package, the 'export' extra).
+        gait_period: [s] the period of the gait clock the policy observes (the training
+            environment's `EnvConfig.gait_period`); None: a policy without the clock.
 
     Returns: {"params", "config", "runner"[, "onnx"]: path written}.
 
     Raises TypeError (not a Policy), ValueError (a policy the runners would not reproduce,
-    non-finite numbers, a robot with another number of joints), NotADirectoryError (folder is
-    a file), ImportError (onnx=True without the onnx package)."""
-    _check_policy(policy)
+    non-finite numbers, a robot with another number of joints, a clock in the policy and no
+    finite positive gait_period or the reverse), NotADirectoryError (folder is a file),
+    ImportError (onnx=True without the onnx package)."""
+    _check_policy(policy, gait_period)
     joint_map = JointMap.from_model(dynamics.load_robot(robot))
     if joint_map.nu != policy.nu:
         raise ValueError(f"the policy has {policy.nu} actions, {robot} {joint_map.nu} joints")
@@ -285,7 +335,8 @@ def export_policy(policy: Policy, folder, *, robot: str, onnx: bool = True) -> d
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     params_bytes = buffer.getvalue()
-    config = _config(policy, joint_map, str(robot), hashlib.sha256(params_bytes).hexdigest())
+    config = _config(policy, joint_map, str(robot), hashlib.sha256(params_bytes).hexdigest(),
+                     gait_period)  # fmt: skip
     _numpy_policy(arrays, config)  # the shapes the runner checks on loading
     with open(RUNNER_TEMPLATE, "rb") as f:
         runner_bytes = f.read()
@@ -328,7 +379,10 @@ def load_numpy_policy(folder):
 
 
 class OnnxPolicy:
-    """`observation (n,) -> action (nu,)` (or `(B, n) -> (B, nu)`) with onnxruntime, float32."""
+    """`observation (n,) -> action (nu,)` (or `(B, n) -> (B, nu)`) with onnxruntime, float32.
+
+    `gait_period` [s] (None without a clock) and `clock(t)` from the graph's metadata, as in
+    `NumpyPolicy`."""
 
     def __init__(self, path: str):
         import onnxruntime
@@ -340,6 +394,15 @@ class OnnxPolicy:
         except Exception as err:  # onnxruntime raises its own error types
             raise PolicyFileError(f"{path}: cannot load the ONNX policy ({err})") from err
         self.obs_size = self.session.get_inputs()[0].shape[1]
+        meta = self.session.get_modelmeta().custom_metadata_map.get("diffloco_policy")
+        clock = None if meta is None else json.loads(meta).get("gait_clock")
+        self.gait_period = None if clock is None else float(clock["period"])
+
+    def clock(self, t):
+        """The gait clock `(3,)` at `t` [s] since the controller's reset (`gait_clock`)."""
+        if self.gait_period is None:
+            raise ValueError("this policy was exported without a gait clock")
+        return gait_clock(t, self.gait_period)
 
     def __call__(self, obs):
         obs = check_observation(obs, self.obs_size, np.float32)
@@ -358,8 +421,9 @@ def load_exported_policy(folder, dtype=jnp.float32) -> Policy:
     exported = NumpyPolicy.load(os.fspath(folder))
     config = exported.config
     template = Policy.create(
-        jax.random.key(0), config["nu"], hidden=tuple(config["hidden"]), dtype=dtype
-    )
+        jax.random.key(0), config["nu"], hidden=tuple(config["hidden"]), dtype=dtype,
+        clock=exported.gait_period is not None,
+    )  # fmt: skip
     n_layers = len(exported.weights)
     leaves = [jnp.asarray(exported.mean, dtype), jnp.asarray(exported.var, dtype),
               jnp.asarray(exported.count, dtype)]  # fmt: skip

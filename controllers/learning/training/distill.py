@@ -11,14 +11,17 @@
    `a_k = (u_k - q_default) / ACTION_SCALE`, the PD targets `u_k` the optimiser chose for the
    next `CONTROL_DT` (the knot duration equals the policy period). Every solve is saved
    (`Trajectory.save`) as soon as it ends and reused when the build runs again, so an
-   interrupted build loses at most the solve in progress.
+   interrupted build loses at most the solve in progress. With `clock=True` the observation
+   ends with the gait clock at the knot time `k CONTROL_DT` (`trajopt.gait_clock.gait_clock`, with
+   the problem's gait period): the phase the knot's references were built at.
 2. Behaviour cloning: mean squared action error, Adam (optax), minibatches; the policy's
    observation normaliser is fitted to the dataset first.
 3. DAgger (Ross et al. 2011) with the MPC (`controllers.mpc.MPC`) as the expert: the policy
    drives the simulator (`contact.step`, the closed-loop plant of `controllers.closed_loop`)
    while the MPC, run along the same states, labels each visited state with its targets; the
    labelled states join the dataset and the policy is retrained. Each round reports the
-   imitation loss and the closed-loop tracking error of the policy alone.
+   imitation loss and the closed-loop tracking error of the policy alone. A policy with the
+   gait clock observes `MPC.gait_clock(t)` at the time `t` the MPC labels.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from trajopt.gait_clock import check_gait_period, gait_clock
+
 from ..policy import ACTION_SCALE, CONTROL_DT, Policy, observation_from_state
 
 # --------------------------------------------------------------------------- dataset
@@ -44,7 +49,8 @@ from ..policy import ACTION_SCALE, CONTROL_DT, Policy, observation_from_state
 
 @dataclass
 class Dataset:
-    """Observation/action pairs: `obs (N, 12 + 3 nu)`, `actions (N, nu)`, and per sample the
+    """Observation/action pairs: `obs (N, 12 + 3 nu)` (`(N, 15 + 3 nu)` with the gait clock),
+    `actions (N, nu)`, and per sample the
     command `(N, 3)` and a source tag `(N,)` (which solve or DAgger round it came from)."""
 
     obs: np.ndarray
@@ -79,8 +85,12 @@ def commands_grid(vx=(0.0, 0.25, 0.5), vy=(0.0,), yaw_rate=(0.0,)) -> list[tuple
     return [tuple(float(c) for c in combo) for combo in itertools.product(vx, vy, yaw_rate)]
 
 
-def pairs_from_trajectory(traj, command, q_default) -> tuple[np.ndarray, np.ndarray]:
-    """`(obs (T, 12 + 3 nu), actions (T, nu))` of a PD-target `Trajectory` (see module doc)."""
+def pairs_from_trajectory(traj, command, q_default, *, gait_period: float | None = None,
+                          start_time: float = 0.0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """`(obs (T, 12 + 3 nu), actions (T, nu))` of a PD-target `Trajectory` (see module doc).
+
+    gait_period [s]: the observations end with the gait clock at the knot times
+    `start_time + k dt` [s] since the gait started (`(T, 15 + 3 nu)`); None: no clock."""
     if traj.meta.get("control", "pd") != "pd":
         raise ValueError("only trajectories with PD-target controls (control='pd') distil")
     if abs(traj.dt - CONTROL_DT) > 1e-9:
@@ -90,9 +100,14 @@ def pairs_from_trajectory(traj, command, q_default) -> tuple[np.ndarray, np.ndar
     u_prev0 = q_default if traj.u_prev0 is None else np.asarray(traj.u_prev0)
     last = np.concatenate([((u_prev0 - q_default) / ACTION_SCALE)[None], actions[:-1]])
     cmd = np.broadcast_to(np.asarray(command, dtype=float), (traj.horizon, 3))
-    obs = jax.vmap(observation_from_state, in_axes=(0, 0, 0, 0, None))(
+    if gait_period is None:
+        clock = None
+    else:
+        times = start_time + traj.dt * np.arange(traj.horizon)
+        clock = jnp.asarray(gait_clock(times, check_gait_period(gait_period, "gait_period")))
+    obs = jax.vmap(observation_from_state, in_axes=(0, 0, 0, 0, None, 0))(
         jnp.asarray(traj.q[:-1]), jnp.asarray(traj.v[:-1]), jnp.asarray(cmd),
-        jnp.asarray(last), jnp.asarray(q_default),
+        jnp.asarray(last), jnp.asarray(q_default), clock,
     )  # fmt: skip
     return np.asarray(obs), actions
 
@@ -116,7 +131,7 @@ def _solve_name(robot, gait, command, duration):
 
 def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.0,
                   folder: str | None = None, max_iterations: int = 40, verbose: bool = True,
-                  batched: bool = False, devices: int | None = None,
+                  batched: bool = False, devices: int | None = None, clock: bool = False,
                   **problem_options) -> Dataset:  # fmt: skip
     """Solve one problem per `(gait, command)` and collect the pairs (see module docstring).
 
@@ -127,14 +142,22 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
     batched: the unsolved commands of a gait in one `trajopt.batched.solve_batched` call (the
     same solutions within solver tolerance; a longer compile, then one call per iteration for
     the whole grid), split over `devices` devices (None: one).
+    clock: the observations end with the gait clock at the knot times, with each gait's period
+    (`problem_options["period"]`, else `trajopt.gaits.gait_period(robot, gait)`), recorded
+    in `dataset.json` ("gait_periods").
     """
     from dynamics import load_robot
+    from trajopt.gaits import gait_period
     from trajopt.solve import solve
     from trajopt.trajectory import Trajectory
 
     if not commands:
         raise ValueError("commands is empty: give at least one (vx, vy, yaw_rate)")
     q_default = np.asarray(load_robot(robot).q_standing)[7:]
+    periods = {}
+    for gait in gaits if clock else ():
+        period = problem_options.get("period")
+        periods[gait] = gait_period(robot, gait) if period is None else float(period)
     if folder is not None:
         os.makedirs(folder, exist_ok=True)
     parts, report = [], []
@@ -180,7 +203,8 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
                   file=sys.stderr, flush=True)  # fmt: skip
         if traj.status == "diverged":
             continue
-        obs, actions = pairs_from_trajectory(traj, command, q_default)
+        obs, actions = pairs_from_trajectory(traj, command, q_default,
+                                             gait_period=periods.get(gait))  # fmt: skip
         n = obs.shape[0]
         parts.append(Dataset(obs, actions, np.tile(command, (n, 1)), np.full(n, index)))
     if not parts:
@@ -191,7 +215,8 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
     if folder is not None:
         data.save(os.path.join(folder, "dataset.npz"))
         with open(os.path.join(folder, "dataset.json"), "w") as f:
-            json.dump({"robot": robot, "duration": duration, "solves": report}, f, indent=2)
+            json.dump({"robot": robot, "duration": duration, "solves": report,
+                       "gait_periods": periods if clock else None}, f, indent=2)  # fmt: skip
     return data
 
 
@@ -311,31 +336,47 @@ class Plant:
         return model, params, advance, kp, q_default
 
 
-def rollout_policy(policy: Policy, plant: Plant, commands, seconds: float):
+def _policy_gait_period(policy: Policy, gait_period):
+    """`gait_period` checked against the policy: a float if the policy observes the clock,
+    None if it does not; ValueError naming gait_period otherwise."""
+    if policy.clock and gait_period is None:
+        raise ValueError("the policy observes a gait clock: give its gait_period [s]")
+    if not policy.clock and gait_period is not None:
+        raise ValueError(f"gait_period {gait_period} given, and the policy has no gait clock")
+    return None if gait_period is None else check_gait_period(gait_period, "gait_period")
+
+
+def rollout_policy(policy: Policy, plant: Plant, commands, seconds: float,
+                   gait_period: float | None = None):  # fmt: skip
     """The policy alone in the plant from standing at rest, one run per command.
 
-    commands: `(C, 3)` `(vx, vy, yaw_rate)`. Returns `(q (C, K+1, nq), v (C, K+1, nv),
-    actions (C, K, nu))` for `K = seconds / CONTROL_DT` policy steps (vmap over commands,
-    `lax.scan` over time, one compile per plant and length)."""
+    gait_period [s]: the clock's period, for a policy that observes it (its time is
+    `k CONTROL_DT` at policy step k). commands: `(C, 3)` `(vx, vy, yaw_rate)`. Returns
+    `(q (C, K+1, nq), v (C, K+1, nv), actions (C, K, nu))` for `K = seconds / CONTROL_DT`
+    policy steps (vmap over commands, `lax.scan` over time, one compile per plant and
+    length)."""
     from dynamics.configuration import State
 
     from ..policy import joint_targets
 
+    period = _policy_gait_period(policy, gait_period)
     model, params, advance, kp, q_default = plant.parts()
     n = int(round(seconds / CONTROL_DT))
     q0 = jnp.asarray(model.q_standing)
     dtype = policy.normalizer.mean.dtype
+    times = CONTROL_DT * np.arange(n)
+    clocks = jnp.asarray(gait_clock(times, period), q0.dtype) if period else None
 
     def one(command):
-        def body(carry, _):
+        def body(carry, clock):
             state, last = carry
-            obs = observation_from_state(state.q, state.v, command, last, q_default)
+            obs = observation_from_state(state.q, state.v, command, last, q_default, clock)
             action = policy(obs.astype(dtype)).astype(q0.dtype)
             state = advance(params, state, joint_targets(action, q_default), kp)[0]
             return (state, action), (state.q, state.v, action)
 
         init = (State(q0, jnp.zeros(model.nv)), jnp.zeros(model.nu))
-        _, (qs, vs, actions) = jax.lax.scan(body, init, None, length=n)
+        _, (qs, vs, actions) = jax.lax.scan(body, init, clocks, length=n)
         return (jnp.concatenate([q0[None], qs]),
                 jnp.concatenate([jnp.zeros((1, model.nv)), vs]), actions)  # fmt: skip
 
@@ -360,11 +401,11 @@ def tracking_error(q, v, commands, standing_height: float, settle: float = 1.0) 
 
 
 def evaluate_policy(policy: Policy, plant: Plant, commands, seconds: float = 3.0,
-                    settle: float = 1.0) -> dict:  # fmt: skip
+                    settle: float = 1.0, gait_period: float | None = None) -> dict:  # fmt: skip
     """`tracking_error` of `rollout_policy`, plus the means over commands."""
     from dynamics import load_robot
 
-    q, v, _ = rollout_policy(policy, plant, commands, seconds)
+    q, v, _ = rollout_policy(policy, plant, commands, seconds, gait_period)
     out = tracking_error(q, v, commands, float(load_robot(plant.robot).q_standing[2]), settle)
     out["mean_velocity_error"] = float(np.mean(out["velocity_error"]))
     out["fell_fraction"] = float(np.mean(out["fell"]))
@@ -391,6 +432,8 @@ def dagger(
     In round i the executed action is `beta_i * expert + (1 - beta_i) * policy`, `beta_i =
     beta0 * 0.5^i` (round 0 mostly follows the expert, later ones the policy); every visited
     state is labelled with the expert's action. A run stops early when the robot falls.
+    A policy with the gait clock observes `mpc.gait_clock(t)` (the MPC's gait period) at the
+    time `t` the expert labels, and is evaluated with that period.
     Returns `(policy, dataset with the new samples, per-round reports)`; a report holds the
     imitation loss of the policy on the round's new samples before retraining (how far its own
     states are from the expert's choice), the loss after, and the closed-loop tracking error of
@@ -402,6 +445,7 @@ def dagger(
 
     model, params, advance, kp, q_default = plant.parts()
     mpc = MPC(plant.robot, gait, commands[0], **(mpc_options or {"horizon": 0.5}))
+    period = mpc.gait_period if policy.clock else None
     policy_fn = eqx.filter_jit(lambda p, o: p(o))
     obs_fn = jax.jit(observation_from_state)
     dtype = policy.normalizer.mean.dtype
@@ -418,7 +462,8 @@ def dagger(
                 t = k * CONTROL_DT
                 expert_u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
                 expert = (jnp.asarray(expert_u) - q_default) / ACTION_SCALE
-                obs = obs_fn(state.q, state.v, command, last, q_default)
+                clock = None if period is None else jnp.asarray(mpc.gait_clock(t))
+                obs = obs_fn(state.q, state.v, command, last, q_default, clock)
                 own = policy_fn(policy, obs.astype(dtype)).astype(state.q.dtype)
                 new.append((np.asarray(obs), np.asarray(expert), np.asarray(command)))
                 action = beta * expert + (1.0 - beta) * own
@@ -435,7 +480,7 @@ def dagger(
         policy, bc = behaviour_cloning(policy, data, **(bc_options or {"epochs": 100}))
         after = float(imitation_loss(policy, obs_new, act_new))
         ev = evaluate_policy(policy, plant, np.asarray(commands, dtype=float), eval_seconds,
-                             settle=min(1.0, eval_seconds / 2))  # fmt: skip
+                             settle=min(1.0, eval_seconds / 2), gait_period=period)  # fmt: skip
         report = {"round": i, "beta": beta, "new_samples": len(fresh), "samples": len(data),
                   "loss_on_new_before": before, "loss_on_new_after": after,
                   "dataset_loss": bc["final_loss"],

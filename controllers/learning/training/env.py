@@ -62,8 +62,15 @@ from dynamics import spatial
 from dynamics.actuator import default_gains, pd_torque
 from dynamics.backend import JaxOps
 from dynamics.configuration import State
+from trajopt.gait_clock import check_gait_period, gait_clock
 
-from ..policy import CONTROL_DT, joint_targets, observation_from_state, projected_gravity
+from ..policy import (
+    CONTROL_DT,
+    joint_targets,
+    observation_from_state,
+    observation_size,
+    projected_gravity,
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,12 @@ class EnvConfig:
     `velocity_limit * sim_dt` of the previous one (its target rate limit). Without them a
     policy learns target jumps the robot's safety layer then rate-limits every tick.
     dtype: "float64" (gradient checks) or "float32" (the model is cast; faster).
+    gait_period [s]: None (default), no gait clock; else the observation ends with the gait
+    clock `trajopt.gait_clock.gait_clock(t CONTROL_DT, gait_period)` `(3,)` (`EnvState.t` policy
+    steps since the reset: phase 0 at every reset, as on the robot, where the controller's
+    reset starts it; SHAC's spread of the episode progress at the start of training, and
+    episodes ending at different steps, give every phase). Whether the clock helps pure RL
+    training is an open experiment (issue 16).
     """
 
     robot: str = "go2"
@@ -165,6 +178,7 @@ class EnvConfig:
     init_velocity_noise: float = 0.1
     safety_limits: bool = True
     dtype: str = "float64"
+    gait_period: float | None = None
 
     @property
     def decimation(self) -> int:
@@ -200,7 +214,13 @@ class EnvConfig:
         return config.replace(randomization=randomization)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields as a dict; without "gait_period" when it is None, so a configuration
+        without the clock has the dict it had before the clock existed (SHAC's `--resume`
+        compares it with the one in the checkpoints)."""
+        d = dataclasses.asdict(self)
+        if d["gait_period"] is None:
+            del d["gait_period"]
+        return d
 
 
 def _bounds(name: str, bounds) -> tuple:
@@ -285,7 +305,10 @@ class LocomotionEnv:
         self.standing_height = float(model.q_standing[2])
         self.base_mass = float(np.asarray(model.body_mass)[0])
         self.total_mass = model.total_mass
-        self.observation_size = 12 + 3 * model.nu
+        if config.gait_period is not None:
+            check_gait_period(config.gait_period, "gait_period")
+        self.clock = config.gait_period is not None
+        self.observation_size = observation_size(model.nu, self.clock)
 
     # ------------------------------------------------------------------ randomisation
     def sample_params(self, key) -> EnvParams:
@@ -358,11 +381,24 @@ class LocomotionEnv:
 
     # ------------------------------------------------------------------ observation
     def observe(self, state: EnvState):
-        """The policy observation `(12 + 3 nu,)`
+        """The policy observation `(12 + 3 nu,)`, `(15 + 3 nu,)` with the gait clock
         (`controllers.learning.policy.observation_from_state`)."""
         return observation_from_state(
-            state.sim.q, state.sim.v, state.command, state.last_action, self.q_default
-        )
+            state.sim.q, state.sim.v, state.command, state.last_action, self.q_default,
+            self.gait_clock(state),
+        )  # fmt: skip
+
+    def gait_clock(self, state: EnvState):
+        """The gait clock `(3,)` at `t = state.t CONTROL_DT` [s] since the reset
+        (`trajopt.gait_clock.gait_clock`), or None without `config.gait_period`.
+
+        Computed in float64 (importing `dynamics` turns it on), then cast: in a float32
+        environment `t / period` in float32 put the phase off by up to 2.5e-5 within a 10 s
+        episode, the float64 clock is off by float32 rounding (< 1e-7) only."""
+        if not self.clock:
+            return None
+        t = state.t.astype(jnp.float64) * CONTROL_DT
+        return gait_clock(t, self.config.gait_period, xp=jnp).astype(self.dtype)
 
     # ------------------------------------------------------------------ physics
     def _physics(self, params: EnvParams, sim: State, previous_target, target):
@@ -453,7 +489,7 @@ class LocomotionEnv:
     def step(self, state: EnvState, action):
         """One policy step (module docstring) with auto-reset.
 
-        action: `(nu,)` in policy units. Returns `(state, obs (12 + 3 nu,), reward (),
+        action: `(nu,)` in policy units. Returns `(state, obs (observation_size,), reward (),
         done () bool, info)`; after `done`, `state` and `obs` are those of a fresh episode and
         `info["terminal_obs"]` is the observation before the reset. info: `tracking_error`
         [m/s], `yaw_rate_error` [rad/s], `reward_terms` (dict), `fell`, `truncated`,

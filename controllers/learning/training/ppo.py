@@ -63,11 +63,13 @@ class ActorCritic(eqx.Module):
     value: eqx.nn.MLP
 
     @staticmethod
-    def create(key, nu: int, config: PPOConfig, policy: Policy | None = None) -> ActorCritic:
+    def create(key, nu: int, config: PPOConfig, policy: Policy | None = None,
+               clock: bool = False) -> ActorCritic:  # fmt: skip
+        """clock: a fresh policy observes the gait clock (`observation_size(nu, clock)`)."""
         k1, k2 = jax.random.split(key)
-        policy = policy or Policy.create(k1, nu, config.hidden)
-        value = eqx.nn.MLP(observation_size(nu), "scalar", config.hidden[0], len(config.hidden),
-                           activation=jax.nn.elu, key=k2)  # fmt: skip
+        policy = policy or Policy.create(k1, nu, config.hidden, clock=clock)
+        value = eqx.nn.MLP(observation_size(nu, policy.clock), "scalar", config.hidden[0],
+                           len(config.hidden), activation=jax.nn.elu, key=k2)  # fmt: skip
         return ActorCritic(policy, jnp.full(nu, config.init_log_std, jnp.float32), value)
 
     def value_of(self, obs):
@@ -226,7 +228,7 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
         sharding.per_device_batch(config.num_envs, mesh)
     key = jax.random.key(config.seed)
     k_model, k_env, key = jax.random.split(key, 3)
-    model = ActorCritic.create(k_model, env.nu, config, policy)
+    model = ActorCritic.create(k_model, env.nu, config, policy, clock=getattr(env, "clock", False))
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))  # fmt: skip
     opt_state = optimizer.init(eqx.filter(model, _trainable(model)))

@@ -118,7 +118,9 @@ class SHACConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["env"] = self.env.to_dict()  # without the clock's key when there is no clock
+        return d
 
 
 class Critic(eqx.Module):
@@ -172,9 +174,14 @@ def init_state(config: SHACConfig, policy: Policy | None = None) -> TrainState:
     key = jax.random.PRNGKey(config.seed)
     k_policy, k_critic, k_env, k_progress, k_train = jax.random.split(key, 5)
     if policy is None:
-        policy = Policy.create(k_policy, env.nu, config.policy_hidden)
+        policy = Policy.create(k_policy, env.nu, config.policy_hidden, clock=env.clock)
     if policy.nu != env.nu:
         raise ValueError(f"the policy has {policy.nu} actions, {config.env.robot} has {env.nu}")
+    if policy.clock != env.clock:
+        raise ValueError(
+            f"the policy {'observes' if policy.clock else 'does not observe'} a gait clock, the "
+            f"environment's gait_period is {config.env.gait_period}"
+        )
     dtype = policy.normalizer.mean.dtype
     critic = Critic.create(k_critic, env.observation_size, config.critic_hidden, dtype)
     envs = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs))
