@@ -51,10 +51,13 @@ from .trajectory import Trajectory
 
 ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)
 MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coordinates)
-# Largest impulse-solve residual [m/s] at which a linearisation point counts as converged. The
-# implicit derivatives are those of the exact contact solution; their gap to the computed
-# step's grows with the residual (BENCHMARKS.md: 4 % at 5.7e-4 m/s, 17 % at 5.9e-3 m/s on the
-# ANYmal trot knot), so below 1e-4 m/s it is about 1 % or less.
+# Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as
+# converged. FDDP differentiates what `num_sweeps` sweeps computed (the step's default, unrolled
+# derivatives), so its model and derivatives agree either way; above the tolerance that model
+# is not yet Coulomb contact's fixed point at this point, and the step's opt-in implicit
+# derivatives (of the exact solution) would differ from the computed step's: BENCHMARKS.md,
+# "Derivatives through contact", measured a 4 % Jacobian gap at 5.7e-4 m/s and 17 % at
+# 5.9e-3 m/s on the ANYmal trot knot, so below 1e-4 m/s about 1 % or less.
 CONTACT_RESIDUAL_TOLERANCE = 1e-4
 
 
@@ -576,17 +579,17 @@ def solve_fddp(
 def _contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
     """The solver's report on its linearisation points' contact solves: `contact_residual`, the
     largest impulse-solve residual over them [m/s] (None without an iteration), and
-    `unconverged_linearizations`, how many exceeded `CONTACT_RESIDUAL_TOLERANCE` (their
-    derivatives are finite, but of the exact contact solution rather than of the computed
-    one). Prints one line when any did and `verbose`."""
+    `unconverged_linearizations`, how many exceeded `CONTACT_RESIDUAL_TOLERANCE` (there the
+    optimised dynamics are the `num_sweeps`-sweep approximation of Coulomb contact; the
+    derivatives stay finite). Prints one line when any did and `verbose`."""
     unconverged = sum(r > CONTACT_RESIDUAL_TOLERANCE for r in residuals)
     worst = max(residuals) if residuals else None
     if verbose and unconverged:
         print(
             f"note: at {unconverged} of {len(residuals)} linearisation points the contact solve "
             f"had not converged in {num_sweeps} sweeps (largest residual {worst:.2g} m/s > "
-            f"{CONTACT_RESIDUAL_TOLERANCE:g}); their derivatives are those of the exact contact "
-            "solution (more sweeps: num_sweeps)"
+            f"{CONTACT_RESIDUAL_TOLERANCE:g}): there the optimised dynamics approximate Coulomb "
+            "contact (more sweeps: the problem's num_sweeps)"
         )
     return {"contact_residual": worst, "unconverged_linearizations": unconverged}
 

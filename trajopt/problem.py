@@ -228,8 +228,10 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
     """`transition`'s `(x_next, forces, torques)` and the largest Coulomb fixed-point residual
     of the knot's impulse solves [m/s] (`contact.StepInfo.residual`, max over the substeps;
     0 for penalty contact). A residual far from 0 says `problem.num_sweeps` did not converge the
-    contact solve at this knot: its implicit derivatives are those of the exact solution there,
-    not of the computed one (BENCHMARKS.md, "Derivatives through contact")."""
+    contact solve at this knot: the knot's dynamics, and the derivatives taken through its
+    sweeps, are those of an approximation of the Coulomb fixed point (with the step's implicit
+    derivatives they would be of the fixed point instead: BENCHMARKS.md, "Derivatives through
+    contact")."""
     nvb = problem.model.nv - problem.model.nu
 
     def sub(state, _):
