@@ -9,8 +9,9 @@ watchdog is checked at every physics step: a chunk of steps is cut at its deadli
 watchdog events a command is held constant, so each `advance` is one jitted `fori_loop` over
 `contact.step`. The model and the step parameters are constants of that program (compiled once
 per instance, ~10 s for Go2 on 2 cores; `SimRobot.compile` does it ahead of time): passed as
-arguments, their 26 arrays made a one-step `advance` cost 0.53 ms instead of 0.24 ms (Go2, one
-core), too close to a 2 ms physics step for a loaded machine to keep real time.
+arguments, their 26 arrays made the one-step rollout call cost 0.45-0.55 ms instead of
+0.25-0.43 ms (Go2, one core, four repeats), too close to a 2 ms physics step for a loaded
+machine to keep real time.
 
 Measurements are exact (no noise, no delay): joint and base states from `State(q, v)`, the
 accelerometer from the base velocity change over the last step,
