@@ -8,7 +8,8 @@ last accepted command, like a robot's motor drivers (`controllers.hardware.motor
 watchdog is checked at every physics step: a chunk of steps is cut at its deadline). Between
 watchdog events a command is held constant, so each `advance` is one jitted `fori_loop` over
 `contact.step`. The model and the step parameters are constants of that program (compiled once
-per instance, ~10 s for Go2 on 2 cores; `SimRobot.compile` does it ahead of time): passed as
+per model object, equal parameters and contact model, ~10 s for Go2 on 2 cores, shared by the
+robots built on them; `SimRobot.compile` does it ahead of time): passed as
 arguments, their 26 arrays made the one-step rollout call cost 0.45-0.55 ms instead of
 0.25-0.43 ms (Go2, one core, four repeats), too close to a 2 ms physics step for a loaded
 machine to keep real time.
