@@ -41,17 +41,22 @@ MODES = ("implicit", "unrolled")
 READING = """
 ### Reading
 
-- The implicit rule takes the impulse sweeps and the Cholesky factorisation out of the tangent
-  computation. At the solvers' sweep counts the linearisation point itself is far from the
-  converged contact solution (residual 6e-3 m/s at 10 sweeps): both derivatives then differ
-  from the converged one by the same 17 % (4 % at 20 sweeps), so the choice of rule does not
-  change the accuracy there; more sweeps do.
-- What remains of the knot Jacobian's cost is forward-mode AD of the kinematics, CRBA, RNEA,
-  contact Jacobians and cost residuals, 60 tangent directions through thousands of small XLA
-  operations. Pushing that to the issue's 4x needs analytic rigid-body derivatives (Carpentier
-  and Mansard's, or fewer tangent directions through the geometry); not done yet.
-- The machine was shared (load average 8-9 on 2 cores) while these ran: single timings move by
-  30-50 % between runs, the implicit-over-unrolled ordering held in every run.
+- The implicit rule takes the impulse sweeps out of the tangent computation (since 2026-12-02
+  the mass-matrix solves are differentiated by `dM X` products in both modes, so the two modes
+  differ only in the impulse solve). At the solvers' sweep counts the linearisation point
+  itself is far from the converged contact solution (residual 6e-3 m/s at 10 sweeps): both
+  derivatives then differ from the converged one by the same 17 % (4 % at 20 sweeps), so the
+  choice of rule does not change the accuracy there; more sweeps do.
+- Since 2026-12-02 the rigid-body terms are dense world-frame products
+  (`dynamics/dense_terms.py`): the knot's forward step and its linearisation both got about 2x
+  faster (section "Where one step's Jacobian goes"), so their ratio stays near 8x. What
+  remains is forward-mode AD itself: 48 + 12 tangent directions, each costing about what one
+  forward step costs when many are batched. The issue's 4x needs fewer directions through the
+  expensive parts or analytic derivatives of the dense terms; not done yet.
+- The reverse-mode gradient of the rollout with implicit derivatives is 2.5x the rollout (the
+  issue's target: 3x or less); unrolled, 4.9x.
+- The machine is shared: single timings move by 30-50 % between runs; compare ratios from one
+  run.
 """
 
 

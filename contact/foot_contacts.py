@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from dynamics import dense_terms, spatial
 from dynamics import kinematics as _kin
-from dynamics import spatial
 from dynamics.backend import JaxOps
 from dynamics.model import Model
 
@@ -72,7 +72,27 @@ def foot_contacts(ops: JaxOps, model: Model, terrain, kin: _kin.Kinematics) -> F
     )
 
 
+def foot_contacts_at(model: Model, terrain, rotation, translation) -> FootContacts:
+    """The same geometry as `foot_contacts`, all feet at once, from the joints' world placements
+    `rotation (nj, 3, 3)`, `translation (nj, 3)` (`dynamics.dense_terms.world_placements`)."""
+    jac6, (_, centre) = dense_terms.frame_jacobians(model, rotation, translation, model.foot_frames)
+    radius = jnp.asarray(model.foot_radius, centre.dtype)
+    distance, normal = jax.vmap(lambda p: _terrain.signed_distance(terrain, p))(centre)
+    j_point = jac6[:, 0:3] + radius[:, None, None] * (dense_terms.skew(normal) @ jac6[:, 3:6])
+    frame = jax.vmap(_terrain.contact_frame)(normal)
+    return FootContacts(
+        gap=distance - radius,
+        point=centre - radius[:, None] * normal,
+        normal=normal,
+        frame=frame,
+        jacobian=jnp.swapaxes(frame, 1, 2) @ j_point,
+        friction=jax.vmap(lambda p: _terrain.friction(terrain, p))(centre),
+    )
+
+
 def compute_foot_contacts(model: Model, terrain, q) -> FootContacts:
     """Contact geometry of every foot at configuration `q (nq,)` (public, JAX)."""
+    if dense_terms.supports(model):
+        return foot_contacts_at(model, terrain, *dense_terms.world_placements(model, q))
     ops = JaxOps(jnp.result_type(q))
     return foot_contacts(ops, model, terrain, _kin.forward_kinematics(ops, model, q))

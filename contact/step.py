@@ -103,8 +103,9 @@ controller supplies only `Kp (q* - q)`; `M + dt D` then also enters the Delassus
 
 All three are pure functions of traced arrays: jit-able, vmap-able, differentiable in forward
 and reverse mode. `contact`, `num_sweeps`, `method` and `derivatives` are static;
-`derivatives="implicit"` (see `step`) differentiates the impulse solve and the mass-matrix
-solves at their solutions, never through the sweeps or the Cholesky factorisation.
+`derivatives="implicit"` (see `step`) differentiates the impulse solve at its solution, never
+through the sweeps; the mass-matrix solves are never differentiated through the Cholesky
+factorisation (`dynamics.mass_solve`, both modes).
 """
 
 from __future__ import annotations
@@ -115,9 +116,8 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
-from dynamics import composite_inertia, newton_euler
+from dynamics import composite_inertia, dense_terms, newton_euler
 from dynamics import kinematics as _kin
 from dynamics.backend import JaxOps
 from dynamics.configuration import State, integrate
@@ -126,7 +126,7 @@ from dynamics.model import Model
 
 from .checks import bad_state
 from .coulomb import DERIVATIVES, solve_impulses
-from .foot_contacts import FootContacts, foot_contacts
+from .foot_contacts import FootContacts, foot_contacts, foot_contacts_at
 from .params import StepParams
 
 CONTACT_MODELS = ("hard", "smooth", "penalty")
@@ -174,34 +174,43 @@ def generalized_forces(model: Model, tau):
     return jnp.concatenate([jnp.zeros(model.nv - model.nu, dtype=tau.dtype), tau])
 
 
-def _dynamics_at(model: Model, params: StepParams, q, v):
-    """`M` Cholesky factor, bias `h` and foot contacts at configuration `q`, velocity `v`."""
+def _rigid_body_terms(model: Model, terrain, q, v):
+    """`M (nv, nv)`, `h = RNEA(q, v, 0) (nv,)` and the foot contacts at `q`, `v`: by the dense
+    world-frame products of `dynamics.dense_terms` (a few large operations; its Jacobian is about
+    half the per-joint recursions' cost, BENCHMARKS.md), by the per-joint recursions for a tree
+    it does not handle. The two agree to rounding (`tests/test_dense_terms.py`)."""
+    if dense_terms.supports(model):
+        rotation, translation = dense_terms.world_placements(model, q)
+        mass, bias = dense_terms.mass_and_bias(model, rotation, translation, v)
+        return mass, bias, foot_contacts_at(model, terrain, rotation, translation)
     ops = JaxOps(jnp.result_type(q, v))
     kin = _kin.forward_kinematics(ops, model, q)
     mass = composite_inertia.crba(ops, model, kin)
     bias = newton_euler.rnea(ops, model, kin, v, jnp.zeros_like(v))
+    return mass, bias, foot_contacts(ops, model, terrain, kin)
+
+
+def _dynamics_at(model: Model, params: StepParams, q, v):
+    """`M` (with the implicit joint damping), bias `h` and foot contacts at `q`, `v`."""
+    mass, bias, contacts = _rigid_body_terms(model, params.terrain, q, v)
     # Implicit joint damping D = d diag(0_base, 1_joints): (M + dt D) v+ = M v + dt (tau - h - D v)
     damping = params.joint_damping * jnp.concatenate(
         [jnp.zeros(model.nv - model.nu, v.dtype), jnp.ones(model.nu, v.dtype)]
     )
     mass = mass + params.dt * jnp.diag(damping)
     bias = bias + damping * v
-    contacts = foot_contacts(ops, model, params.terrain, kin)
     return mass, bias, contacts
-
-
-def _mass_solve(derivatives: str, mass, rhs):
-    """`M^-1 rhs`: by `dynamics.mass_solve` (tangent `M^-1 (dB - dM X)`, no derivative of the
-    factorisation) for implicit derivatives, by plain AD through the Cholesky when unrolled."""
-    if derivatives == "implicit":
-        return mass_solve(mass, rhs)
-    return jsl.cho_solve(jsl.cho_factor(mass), rhs)
 
 
 def _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt):
     """`v_free = v + dt M^-1 (tau - h) (nv,)` and `M^-1 J^T (nv, 3k)` with one factorisation."""
     rhs = jnp.concatenate([(generalized_forces(model, tau) - bias)[:, None], jac.T], axis=1)
-    solved = _mass_solve(derivatives, mass, rhs)
+    # `dynamics.mass_solve`'s tangent `M^-1 (dB - dM X)` is the exact derivative of the
+    # factorised solve (no iteration to converge), so both derivative modes use it: AD through
+    # the Cholesky cost 3.5x more in the step's Jacobian (416 against 118 us, Go2, 49
+    # directions, BENCHMARKS.md "Where one step's Jacobian goes").
+    del derivatives
+    solved = mass_solve(mass, rhs)
     return v + dt * solved[:, 0], solved[:, 1:]
 
 
@@ -333,17 +342,17 @@ def step(
         contact: "hard", "smooth" or "penalty" (static).
         num_sweeps: prox sweeps of the impulse solver (static; hard and smooth).
         method: "gauss_seidel" or "jacobi" sweeps (static).
-        derivatives: how derivatives are taken (static). "unrolled" (default): plain automatic
-            differentiation through every sweep and the Cholesky factorisation, the derivative
-            of the computed iterate. "implicit": the impulse solve is differentiated at its
-            final iterate by the implicit function theorem (`contact.coulomb.solve_impulses`:
-            the derivative of the exact solution, whose distance to the iterate is
-            `info.residual`) and the mass-matrix solves by `dM X` products
-            (`dynamics.mass_solve`), never through the factorisation: 1.2-1.5x cheaper
-            (`benchmarks/bench_derivatives.py`), but where the sweeps have not converged it is
+        derivatives: how the impulse solve is differentiated (static). "unrolled" (default):
+            plain automatic differentiation through every sweep, the derivative of the computed
+            iterate. "implicit": at its final iterate by the implicit function theorem
+            (`contact.coulomb.solve_impulses`: the derivative of the exact solution, whose
+            distance to the iterate is `info.residual`): about 1.1x cheaper
+            (`benchmarks/bench_step_jacobian.py`), but where the sweeps have not converged it is
             not the derivative of what was computed (a 200-step rollout gradient at 20 sweeps
             differs from finite differences by 16 %), so it is opt-in until the solvers run
-            converged sweeps. The forward values are the same either way.
+            converged sweeps. The forward values are the same either way. In both modes the
+            mass-matrix solves are differentiated by `dM X` products (`dynamics.mass_solve`,
+            exact), never through the Cholesky factorisation.
     Returns:
         `(State, StepInfo)`.
 
