@@ -143,6 +143,17 @@ def _motion_cross_tensor() -> np.ndarray:
 _MOTION_CROSS = _motion_cross_tensor()
 
 
+def matmul(a, b):
+    """`a (..., m, n) @ b (..., n, p)` for stacks of small matrices, as a multiply-and-sum.
+
+    Not `@` or `einsum`: a product with batch dimensions becomes a batched `dot_general`, and
+    under nested `vmap` (the batched trajectory solver: problems x knots x joints) XLA 0.10.2
+    on CPU rejected it ("hlo verifier: Expected instruction to have shape f64[4,8,3,3,3],
+    actual shape is f64[3,4,8,3,3]", `tests/test_batched_trajopt.py`). Products with a
+    constant (the Levi-Civita tensor) or over the joint dimension stay `dot`s."""
+    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+
+
 def skew(a):
     """`(..., 3) -> (..., 3, 3)` with `skew(a) b = a x b` (one product with the Levi-Civita
     tensor: under `jacfwd` a few large operations beat nine stacked scalars)."""
@@ -207,7 +218,7 @@ def world_placements(model: Model, q):
     for idx, slot in zip(tree.levels[1:], tree.parent_slot):
         done_r, done_p = jnp.concatenate(rs), jnp.concatenate(ps)
         parent_r, parent_p = done_r[slot], done_p[slot]
-        rs.append(parent_r @ local_r[idx])
+        rs.append(matmul(parent_r, local_r[idx]))
         ps.append(jnp.einsum("nab,nb->na", parent_r, local_p[idx]) + parent_p)
     order = tree.level_order
     return jnp.concatenate(rs)[order], jnp.concatenate(ps)[order]

@@ -173,3 +173,21 @@ def test_step_equals_the_per_joint_recursions(contact, monkeypatch):
     np.testing.assert_allclose(dense_tangent, tangent, rtol=1e-7, atol=1e-8)
     if contact == "smooth":
         assert np.max(np.abs(np.asarray(tangent))) > 1.0  # the direction moves the step
+
+
+def test_terms_under_nested_vmap_equal_one_by_one(model, random_states):
+    """The batched trajectory solver vmaps problems x knots: the terms there equal the ones
+    computed state by state (XLA 0.10.2 once rejected a batched rotation product here)."""
+    q, v, _ = random_states
+    q, v = q[:6].reshape(2, 3, -1), v[:6].reshape(2, 3, -1)
+
+    def terms(q, v):
+        rotation, translation = dense_terms.world_placements(model, q)
+        jac, _ = dense_terms.frame_jacobians(model, rotation, translation, model.foot_frames)
+        return (*dense_terms.mass_and_bias(model, rotation, translation, v), jac)
+
+    batched = jax.jit(jax.vmap(jax.vmap(terms)))(q, v)
+    for i in range(2):
+        for j in range(3):
+            for ours, one in zip(batched, jax.jit(terms)(q[i, j], v[i, j])):
+                np.testing.assert_allclose(ours[i, j], one, rtol=1e-12, atol=1e-12)
