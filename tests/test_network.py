@@ -67,9 +67,16 @@ def test_go2_stands_over_udp(joint_map):
             robot.close()
         proc.wait(timeout=5)
         final = json.loads(proc.stdout.readline())["final_status"]  # printed on exit
-    z = result.log["base_position"][:, 2]
-    z = z[np.isfinite(z)]
-    assert 0.31 < z.min() and z.max() < 0.34 and z.size > 500  # ticks run (of 1250)
+    z, stamp = result.log["base_position"][:, 2], result.log["stamp"]
+    measured = np.isfinite(z)
+    z, stamp = z[measured], stamp[measured]
+    # Robot time starts when the client subscribes; on a loaded machine (a CI worker compiling
+    # beside it) the first command has landed up to ~0.1 s later, and the unpowered robot had
+    # sagged to 0.29 m by then (CI, 2026-12-02). The stand is judged once the controller has
+    # held it for 0.5 s; before that it must only not fall.
+    held = stamp > stamp[0] + 0.5
+    assert z.size > 500 and held.sum() > 300  # ticks run (of 1250)
+    assert 0.31 < z[held].min() and z.max() < 0.34 and z.min() > 0.25
     assert result.safety.mode is Mode.NORMAL and "damping" not in result.safety.log.kinds()
     assert status["mode"] == "ACTIVE" and status["watchdog_trips"] == []
     assert status["driver"]["armed"] == 1 and status["driver"]["accepted"] > 500
