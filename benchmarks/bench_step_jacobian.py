@@ -62,7 +62,7 @@ def pieces(derivatives: str):
         )
         jac = contacts.jacobian.reshape(3 * model.nfeet, nv)
         return flat(step_module._free_velocity_and_response(
-            derivatives, model, mass, bias, tau, jac, v, params.dt
+            model, mass, bias, tau, jac, v, params.dt
         ))  # fmt: skip
 
     def whole_step(x):

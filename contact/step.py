@@ -202,14 +202,13 @@ def _dynamics_at(model: Model, params: StepParams, q, v):
     return mass, bias, contacts
 
 
-def _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt):
+def _free_velocity_and_response(model, mass, bias, tau, jac, v, dt):
     """`v_free = v + dt M^-1 (tau - h) (nv,)` and `M^-1 J^T (nv, 3k)` with one factorisation."""
     rhs = jnp.concatenate([(generalized_forces(model, tau) - bias)[:, None], jac.T], axis=1)
     # `dynamics.mass_solve`'s tangent `M^-1 (dB - dM X)` is the exact derivative of the
     # factorised solve (no iteration to converge), so both derivative modes use it: AD through
     # the Cholesky cost 3.5x more in the step's Jacobian (416 against 118 us, Go2, 49
     # directions, BENCHMARKS.md "Where one step's Jacobian goes").
-    del derivatives
     solved = mass_solve(mass, rhs)
     return v + dt * solved[:, 0], solved[:, 1:]
 
@@ -245,7 +244,7 @@ def _moreau_step(model, params, state, tau, contact, num_sweeps, method, derivat
     mass, bias, contacts = _dynamics_at(model, params, q_mid, v)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
-    v_free, minv_jt = _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt)
+    v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
     active = activation(contact, params, contacts.gap)
     free_contact_velocity = (jac @ v_free).reshape(k, 3)
     if contact == "hard":  # speculative: a separated contact may close its gap, not more
@@ -266,13 +265,13 @@ def _moreau_step(model, params, state, tau, contact, num_sweeps, method, derivat
     return State(q_next, v_next), info
 
 
-def _penalty_step(model, params, state, tau, derivatives):
+def _penalty_step(model, params, state, tau):
     q, v = state.q, state.v
     dt = params.dt
     mass, bias, contacts = _dynamics_at(model, params, q, v)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
-    v_free, minv_jt = _free_velocity_and_response(derivatives, model, mass, bias, tau, jac, v, dt)
+    v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
     delassus = jac @ minv_jt
     eye = jnp.eye(3 * k, dtype=v.dtype)
     penetrating = contacts.gap < 0.0
@@ -366,7 +365,7 @@ def step(
     """
     _check_static(contact, derivatives)
     if contact == "penalty":
-        next_state, info = _penalty_step(model, params, state, tau, derivatives)
+        next_state, info = _penalty_step(model, params, state, tau)
     else:
         next_state, info = _moreau_step(
             model, params, state, tau, contact, num_sweeps, method, derivatives

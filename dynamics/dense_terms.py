@@ -37,9 +37,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import spatial
+from .backend import JaxOps
 from .model import FREE_FLYER, PRISMATIC, REVOLUTE, Model
 
 
@@ -55,6 +58,8 @@ class _Tree:
     dof_support: `(nj, nv)` `support[:, dof_joint]`.
     dof_ancestor: `(nv, nv)` `[d, e]`: joint(d) is joint(e) or one of its ancestors.
     parent_or_self: `(nj,)` parent of each joint, `nj` (a zero row) for roots.
+    one_dof, free: indices of the 1-DoF and of the free-flyer joints.
+    one_dof_axes: `(n1, 3)` axes of the 1-DoF joints; one_dof_revolute: `(n1,)` revolute or not.
     """
 
     levels: tuple
@@ -67,6 +72,8 @@ class _Tree:
     parent_or_self: np.ndarray
     one_dof: np.ndarray
     free: np.ndarray
+    one_dof_axes: np.ndarray
+    one_dof_revolute: np.ndarray
 
 
 def supports(model: Model) -> bool:
@@ -80,11 +87,15 @@ def supports(model: Model) -> bool:
 
 
 def _tree(model: Model) -> _Tree:
-    return _tree_of(model.parents, model.joint_types, model.idx_v, model.nv_joint)
+    return _tree_of(
+        model.parents, model.joint_types, model.joint_axes, model.idx_v, model.nv_joint
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _tree_of(parents: tuple, joint_types: tuple, idx_v: tuple, nv_joint: tuple) -> _Tree:
+def _tree_of(
+    parents: tuple, joint_types: tuple, joint_axes: tuple, idx_v: tuple, nv_joint: tuple
+) -> _Tree:
     nj = len(parents)
     depth = np.zeros(nj, int)
     for i, parent in enumerate(parents):
@@ -107,6 +118,7 @@ def _tree_of(parents: tuple, joint_types: tuple, idx_v: tuple, nv_joint: tuple) 
         np.arange(len(dof_joint)),
     ), "velocity coordinates must follow the joint order"
     kinds = np.asarray(joint_types)
+    one_dof = np.flatnonzero(kinds != FREE_FLYER)
     return _Tree(
         levels=levels,
         level_order=level_order,
@@ -116,8 +128,10 @@ def _tree_of(parents: tuple, joint_types: tuple, idx_v: tuple, nv_joint: tuple) 
         dof_support=support[:, dof_joint],
         dof_ancestor=support[dof_joint][:, dof_joint].T,
         parent_or_self=np.where(np.asarray(parents) < 0, nj, np.asarray(parents)),
-        one_dof=np.flatnonzero(kinds != FREE_FLYER),
+        one_dof=one_dof,
         free=np.flatnonzero(kinds == FREE_FLYER),
+        one_dof_axes=np.array([joint_axes[i] for i in one_dof], float).reshape(-1, 3),
+        one_dof_revolute=kinds[one_dof] == REVOLUTE,
     )
 
 
@@ -165,27 +179,15 @@ def cross(a, b):
     return jnp.einsum("...ik,...k->...i", skew(a), b)
 
 
-def _quat_to_rotation(quat):
-    """`(..., 4)` unit quaternions `[x, y, z, w]` -> `(..., 3, 3)` (no normalisation)."""
-    x, y, z, w = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    rows = [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ]
-    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
-
-
 def _joint_motion(model: Model, tree: _Tree, q, dtype):
     """`M_J(q)` of every joint as `(R (nj, 3, 3), p (nj, 3))` in joint order."""
     nj = model.njoints
     rotation = jnp.broadcast_to(jnp.eye(3, dtype=dtype), (nj, 3, 3))
     translation = jnp.zeros((nj, 3), dtype)
     if tree.one_dof.size:
-        idx = tree.one_dof
-        axes = jnp.asarray(np.array([model.joint_axes[i] for i in idx], float), dtype)
+        idx, revolute = tree.one_dof, tree.one_dof_revolute
+        axes = jnp.asarray(tree.one_dof_axes, dtype)
         angle = q[np.asarray(model.idx_q)[idx]]
-        revolute = np.array([model.joint_types[i] == REVOLUTE for i in idx])
         c, s = jnp.cos(angle)[:, None, None], jnp.sin(angle)[:, None, None]
         rodrigues = (
             c * jnp.eye(3, dtype=dtype)[None]
@@ -199,7 +201,8 @@ def _joint_motion(model: Model, tree: _Tree, q, dtype):
     if tree.free.size:
         start = np.asarray(model.idx_q)[tree.free]
         coords = q[start[:, None] + np.arange(7)]  # (nfree, 7): [p, quat xyzw]
-        rotation = rotation.at[tree.free].set(_quat_to_rotation(coords[:, 3:7]))
+        to_rotation = functools.partial(spatial.quat_to_rotation, JaxOps(dtype))
+        rotation = rotation.at[tree.free].set(jax.vmap(to_rotation)(coords[:, 3:7]))
         translation = translation.at[tree.free].set(coords[:, 0:3])
     return rotation, translation
 
@@ -230,9 +233,8 @@ def motion_subspace(model: Model, rotation, translation):
     dtype = rotation.dtype
     rows = jnp.zeros((model.nv, 6), dtype)
     if tree.one_dof.size:
-        idx = tree.one_dof
-        axes = jnp.asarray(np.array([model.joint_axes[i] for i in idx], float), dtype)
-        revolute = np.array([model.joint_types[i] == REVOLUTE for i in idx])
+        idx, revolute = tree.one_dof, tree.one_dof_revolute
+        axes = jnp.asarray(tree.one_dof_axes, dtype)
         direction = jnp.einsum("nab,nb->na", rotation[idx], axes)  # R a, world
         spin = cross(translation[idx], direction)  # p x R a
         lin = jnp.where(revolute[:, None], spin, direction)
