@@ -1,7 +1,11 @@
 """Where one step's Jacobian goes: CPU time of a Go2 step and of its pieces, forward and `jacfwd`.
 
-    python benchmarks/bench_step_jacobian.py                 # both derivative modes, 30 rounds
+    python benchmarks/bench_step_jacobian.py                 # every mode, 30 rounds
     python benchmarks/bench_step_jacobian.py --rounds 3      # quick
+
+Every piece in both impulse-solve derivative modes ("unrolled", "implicit") and both rigid-body
+modes ("autodiff": every tangent direction through the dense terms; "jacobian": their Jacobian
+formed once, `dynamics.floating_base_terms`, what the trajectory solvers use).
 
 One Go2 `contact.step` (smooth, 10 sweeps, 10 ms, standing pose, 0.3 m/s forward), as a function
 of `x = [q (19), v (18), tau (12)]`, and the pieces it is built from (each includes the ones
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import os
 import sys
 import time
@@ -27,7 +32,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def pieces(derivatives: str):
+def pieces(derivatives: str, rigid_body_derivatives: str = "autodiff"):
     """`{name: f(x)}` for the three nested pieces of one Go2 step, and the point `x (49,)`."""
     import jax.numpy as jnp
 
@@ -53,12 +58,14 @@ def pieces(derivatives: str):
 
     def rigid_body_terms(x):
         q, v, _ = split(x)
-        return flat(step_module._dynamics_at(model, params, integrate(model, q, v * 0.005), v))
+        return flat(step_module._dynamics_at(
+            model, params, integrate(model, q, v * 0.005), v, rigid_body_derivatives
+        ))  # fmt: skip
 
     def free_velocity_and_response(x):
         q, v, tau = split(x)
         mass, bias, contacts = step_module._dynamics_at(
-            model, params, integrate(model, q, v * 0.005), v
+            model, params, integrate(model, q, v * 0.005), v, rigid_body_derivatives
         )
         jac = contacts.jacobian.reshape(3 * model.nfeet, nv)
         return flat(step_module._free_velocity_and_response(
@@ -69,7 +76,7 @@ def pieces(derivatives: str):
         q, v, tau = split(x)
         nxt, _ = step_module.step(
             model, params, State(q, v), tau, contact="smooth", num_sweeps=10,
-            derivatives=derivatives,
+            derivatives=derivatives, rigid_body_derivatives=rigid_body_derivatives,
         )  # fmt: skip
         return jnp.concatenate([nxt.q, nxt.v])
 
@@ -85,9 +92,12 @@ def measure(rounds: int) -> list[dict]:
     import numpy as np
 
     calls = {}
-    for derivatives in ("unrolled", "implicit"):
-        functions, x = pieces(derivatives)
+    for derivatives, rigid_body in itertools.product(
+        ("unrolled", "implicit"), ("autodiff", "jacobian")
+    ):
+        functions, x = pieces(derivatives, rigid_body)
         for name, f in functions.items():
+            name = f"{name} ({rigid_body})"
             for mode, g in (("forward", jax.jit(f)), ("jacfwd", jax.jit(jax.jacfwd(f)))):
                 jax.block_until_ready(g(x))
                 hlo = g.lower(x).compile().as_text().count("\n")

@@ -76,6 +76,12 @@ def foot_contacts_at(model: Model, terrain, rotation, translation) -> FootContac
     """The same geometry as `foot_contacts`, all feet at once, from the joints' world placements
     `rotation (nj, 3, 3)`, `translation (nj, 3)` (`dynamics.dense_terms.world_placements`)."""
     jac6, (_, centre) = dense_terms.frame_jacobians(model, rotation, translation, model.foot_frames)
+    return foot_contacts_from_frames(model, terrain, jac6, centre)
+
+
+def foot_contacts_from_frames(model: Model, terrain, jac6, centre) -> FootContacts:
+    """The same geometry from the foot frames' world-aligned Jacobians `jac6 (k, 6, nv)` (rows
+    `[v_origin; w]`) and world origins `centre (k, 3)` (the sphere centres)."""
     radius = jnp.asarray(model.foot_radius, centre.dtype)
     distance, normal = jax.vmap(lambda p: _terrain.signed_distance(terrain, p))(centre)
     j_point = jac6[:, 0:3] + radius[:, None, None] * (dense_terms.skew(normal) @ jac6[:, 3:6])

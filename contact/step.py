@@ -117,7 +117,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from dynamics import composite_inertia, dense_terms, newton_euler
+from dynamics import composite_inertia, dense_terms, floating_base_terms, newton_euler
 from dynamics import kinematics as _kin
 from dynamics.backend import JaxOps
 from dynamics.configuration import State, integrate
@@ -126,10 +126,11 @@ from dynamics.model import Model
 
 from .checks import bad_state
 from .coulomb import DERIVATIVES, solve_impulses
-from .foot_contacts import FootContacts, foot_contacts, foot_contacts_at
+from .foot_contacts import FootContacts, foot_contacts, foot_contacts_at, foot_contacts_from_frames
 from .params import StepParams
 
 CONTACT_MODELS = ("hard", "smooth", "penalty")
+RIGID_BODY_DERIVATIVES = ("autodiff", "jacobian")
 PENALTY_ITERATIONS = 8  # reweightings of the penalty model's viscous gains (static)
 _SAFE_SPEED = 1e-9  # [m/s] floor of the slip speeds in the penalty gains (finite gradients)
 
@@ -174,11 +175,18 @@ def generalized_forces(model: Model, tau):
     return jnp.concatenate([jnp.zeros(model.nv - model.nu, dtype=tau.dtype), tau])
 
 
-def _rigid_body_terms(model: Model, terrain, q, v):
+def _rigid_body_terms(model: Model, terrain, q, v, rigid_body_derivatives="autodiff"):
     """`M (nv, nv)`, `h = RNEA(q, v, 0) (nv,)` and the foot contacts at `q`, `v`: by the dense
     world-frame products of `dynamics.dense_terms` (a few large operations; its Jacobian is about
     half the per-joint recursions' cost, BENCHMARKS.md), by the per-joint recursions for a tree
-    it does not handle. The two agree to rounding (`tests/test_dense_terms.py`)."""
+    it does not handle. The two agree to rounding (`tests/test_dense_terms.py`). With
+    `rigid_body_derivatives="jacobian"` a floating-base robot's terms come from
+    `dynamics.floating_base_terms` with its Jacobian rule (same values)."""
+    if rigid_body_derivatives == "jacobian" and floating_base_terms.supports(model):
+        mass, bias, jac6, centre = floating_base_terms.frame_terms(
+            model, q, v, model.foot_frames, jacobian_rule=True
+        )
+        return mass, bias, foot_contacts_from_frames(model, terrain, jac6, centre)
     if dense_terms.supports(model):
         rotation, translation = dense_terms.world_placements(model, q)
         mass, bias = dense_terms.mass_and_bias(model, rotation, translation, v)
@@ -190,9 +198,9 @@ def _rigid_body_terms(model: Model, terrain, q, v):
     return mass, bias, foot_contacts(ops, model, terrain, kin)
 
 
-def _dynamics_at(model: Model, params: StepParams, q, v):
+def _dynamics_at(model: Model, params: StepParams, q, v, rigid_body_derivatives="autodiff"):
     """`M` (with the implicit joint damping), bias `h` and foot contacts at `q`, `v`."""
-    mass, bias, contacts = _rigid_body_terms(model, params.terrain, q, v)
+    mass, bias, contacts = _rigid_body_terms(model, params.terrain, q, v, rigid_body_derivatives)
     # Implicit joint damping D = d diag(0_base, 1_joints): (M + dt D) v+ = M v + dt (tau - h - D v)
     damping = params.joint_damping * jnp.concatenate(
         [jnp.zeros(model.nv - model.nu, v.dtype), jnp.ones(model.nu, v.dtype)]
@@ -237,11 +245,13 @@ def activation(contact: str, params: StepParams, gap):
     return jnp.where(gap < cutoff, weight, 0.0)
 
 
-def _moreau_step(model, params, state, tau, contact, num_sweeps, method, derivatives):
+def _moreau_step(
+    model, params, state, tau, contact, num_sweeps, method, derivatives, rigid_body_derivatives
+):
     q, v = state.q, state.v
     dt = params.dt
     q_mid = integrate(model, q, v * (0.5 * dt))
-    mass, bias, contacts = _dynamics_at(model, params, q_mid, v)
+    mass, bias, contacts = _dynamics_at(model, params, q_mid, v, rigid_body_derivatives)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
     v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
@@ -265,10 +275,10 @@ def _moreau_step(model, params, state, tau, contact, num_sweeps, method, derivat
     return State(q_next, v_next), info
 
 
-def _penalty_step(model, params, state, tau):
+def _penalty_step(model, params, state, tau, rigid_body_derivatives):
     q, v = state.q, state.v
     dt = params.dt
-    mass, bias, contacts = _dynamics_at(model, params, q, v)
+    mass, bias, contacts = _dynamics_at(model, params, q, v, rigid_body_derivatives)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
     v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
@@ -330,6 +340,7 @@ def step(
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
     derivatives: str = "unrolled",
+    rigid_body_derivatives: str = "autodiff",
 ):
     """Advance `state` by `params.dt` under joint torques `tau (nu,)`.
 
@@ -352,6 +363,14 @@ def step(
             converged sweeps. The forward values are the same either way. In both modes the
             mass-matrix solves are differentiated by `dM X` products (`dynamics.mass_solve`,
             exact), never through the Cholesky factorisation.
+        rigid_body_derivatives: how the rigid-body terms (`M`, `h`, foot Jacobians) are
+            differentiated (static). "autodiff" (default): every tangent direction through the
+            dense terms, cheapest for one direction (`jvp`) and for reverse mode (`grad`).
+            "jacobian": a floating-base robot's terms are differentiated by their Jacobian over
+            the joint angles, velocities and base-frame gravity, formed once per call
+            (`dynamics.floating_base_terms`), cheapest for whole Jacobians (`jacfwd` over a
+            knot's state and control, as the trajectory solvers do). Same values and derivatives
+            either way (to rounding); other trees always use "autodiff".
     Returns:
         `(State, StepInfo)`.
 
@@ -363,22 +382,28 @@ def step(
     received or produced a bad state (None if none did). Invalid concrete parameters
     (`dt <= 0`, negative friction, ...) raise when `StepParams` or the terrain is built.
     """
-    _check_static(contact, derivatives)
+    _check_static(contact, derivatives, rigid_body_derivatives)
     if contact == "penalty":
-        next_state, info = _penalty_step(model, params, state, tau)
+        next_state, info = _penalty_step(model, params, state, tau, rigid_body_derivatives)
     else:
         next_state, info = _moreau_step(
-            model, params, state, tau, contact, num_sweeps, method, derivatives
-        )
+            model, params, state, tau, contact, num_sweeps, method, derivatives,
+            rigid_body_derivatives,
+        )  # fmt: skip
     flags = {"bad_state": bad_state(model, state), "bad_result": bad_state(model, next_state)}
     return next_state, dataclasses.replace(info, **flags)
 
 
-def _check_static(contact: str, derivatives: str):
+def _check_static(contact: str, derivatives: str, rigid_body_derivatives: str = "autodiff"):
     if contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {contact!r}")
     if derivatives not in DERIVATIVES:
         raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {derivatives!r}")
+    if rigid_body_derivatives not in RIGID_BODY_DERIVATIVES:
+        raise ValueError(
+            f"rigid_body_derivatives must be one of {RIGID_BODY_DERIVATIVES}, "
+            f"got {rigid_body_derivatives!r}"
+        )
 
 
 def make_step(
@@ -386,9 +411,11 @@ def make_step(
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
     derivatives: str = "unrolled",
+    rigid_body_derivatives: str = "autodiff",
 ):
     """`step` with its static choices bound: `f(model, params, state, tau) -> (state, info)`."""
-    _check_static(contact, derivatives)
+    _check_static(contact, derivatives, rigid_body_derivatives)
     return functools.partial(
-        step, contact=contact, num_sweeps=num_sweeps, method=method, derivatives=derivatives
-    )
+        step, contact=contact, num_sweeps=num_sweeps, method=method, derivatives=derivatives,
+        rigid_body_derivatives=rigid_body_derivatives,
+    )  # fmt: skip

@@ -280,9 +280,12 @@ def world_inertias(model: Model, rotation, translation):
     return jnp.concatenate([top, bottom], axis=1)
 
 
-def mass_and_bias(model: Model, rotation, translation, v):
+def mass_and_bias(model: Model, rotation, translation, v, gravity=None):
     """`M(q) (nv, nv)` (armature included) and `h(q, v) = RNEA(q, v, 0) (nv,)` (gravity
-    included), from the world placements of `world_placements`; module docstring."""
+    included), from the world placements of `world_placements`; module docstring.
+
+    `gravity (3,)`: the linear gravity acceleration in the frame of the placements (default
+    `model.gravity`, world); `floating_base_terms` passes it in the base frame."""
     tree = _tree(model)
     dtype = jnp.result_type(rotation, v)
     subspace = motion_subspace(model, rotation, translation)  # (nv, 6)
@@ -291,7 +294,8 @@ def mass_and_bias(model: Model, rotation, translation, v):
     velocity = jnp.asarray(tree.dof_support, dtype) @ (subspace * v[:, None])  # (nj, 6)
     padded = jnp.concatenate([velocity, jnp.zeros((1, 6), dtype)])
     bias_acc = _motion_cross(padded[tree.parent_or_self], velocity)  # roots: 0
-    gravity = jnp.concatenate([-jnp.asarray(model.gravity, dtype), jnp.zeros(3, dtype)])
+    gravity = model.gravity if gravity is None else gravity
+    gravity = jnp.concatenate([-jnp.asarray(gravity, dtype), jnp.zeros(3, dtype)])
     acceleration = gravity[None, :] + support @ bias_acc
     force = jnp.einsum("nab,nb->na", inertia, acceleration) + _force_cross(
         velocity, jnp.einsum("nab,nb->na", inertia, velocity)

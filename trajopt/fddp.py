@@ -249,8 +249,12 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
     The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
     `u_prev` block is exact without them: the transition does not read `x.u_prev` (the next
     knot's `u_prev` is `u`), so `A[:, u_prev] = 0`, and only the residuals depend on it (the
-    control-rate term), at the nominal forces and torques."""
-    nominal, forces0, taus0, contact_residual = P.transition_with_residual(problem, data, x, u)
+    control-rate term), at the nominal forces and torques.
+
+    The knot is simulated once: `jacfwd` returns the next state's coordinates `(q, v)` with their
+    tangents, and those are mapped to the tangent space at the nominal next state afterwards
+    (`local(nominal, .)` is differentiated at `nominal`, a small product), rather than
+    simulating the nominal first and differentiating `local(nominal, next(dx))`."""
     ref_t = P.reference_at(data.reference, t)
     nv, nu = problem.model.nv, problem.nu
     dtype = x.v.dtype
@@ -258,11 +262,34 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
     def g(dqv, du):
         xp = P.retract(problem, x, jnp.concatenate([dqv, jnp.zeros(nu, dtype=dtype)]))
         up = u + du
-        nxt, forces, taus = P.transition(problem, data, xp, up)
+        nxt, forces, taus, residual = P.transition_with_residual(problem, data, xp, up)
         res = P.weighted(
             P.running_residuals(problem, data, xp, up, forces, taus, ref_t), data.weights
         )
-        return (P.local(problem, nominal, nxt), res), res
+        coordinates = (nxt.q, nxt.v)
+        return (coordinates, res), (nxt, forces, taus, residual, res)
+
+    dqv0 = jnp.zeros(2 * nv, dtype=dtype)
+    du0 = jnp.zeros(nu, dtype=dtype)
+    (j_coordinates, j_res), aux = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dqv0, du0)
+    nominal, forces0, taus0, contact_residual, r = aux
+
+    def to_tangent(dq, dv, du_prev):
+        """`d(next.q, next.v, next.u_prev) (nq, n), (nv, n), (nu, n)` -> the tangent at
+        `nominal`, `d local(nominal, next) (nx, n)`."""
+
+        def one(tq, tv, tu):
+            tangent = P.KnotState(tq, tv, tu)
+            return jax.jvp(lambda y: P.local(problem, nominal, y), (nominal,), (tangent,))[1]
+
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(dq, dv, du_prev)
+
+    (dq_dx, dq_du), (dv_dx, dv_du) = j_coordinates
+    # the next knot's u_prev is u: zero along dx, the identity along du
+    j_next = (
+        to_tangent(dq_dx, dv_dx, jnp.zeros((nu, 2 * nv), dtype)),
+        to_tangent(dq_du, dv_du, jnp.eye(nu, dtype=dtype)),
+    )
 
     def residuals_of_u_prev(du_prev):
         xp = P.KnotState(x.q, x.v, x.u_prev + du_prev)
@@ -270,9 +297,6 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
             P.running_residuals(problem, data, xp, u, forces0, taus0, ref_t), data.weights
         )
 
-    dqv0 = jnp.zeros(2 * nv, dtype=dtype)
-    du0 = jnp.zeros(nu, dtype=dtype)
-    (j_next, j_res), r = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dqv0, du0)
     res_u_prev = jax.jacfwd(residuals_of_u_prev)(du0)
     A = jnp.concatenate([j_next[0], jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
     R_x = jnp.concatenate([j_res[0], res_u_prev], axis=1)

@@ -243,6 +243,8 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
             tau,
             contact=problem.contact,
             num_sweeps=problem.num_sweeps,
+            # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
+            rigid_body_derivatives="jacobian",
         )
         total = tau - data.params.joint_damping * nxt.v[nvb:]
         return nxt, (info.force, total, info.residual)
