@@ -2,6 +2,7 @@
 
     python examples/distill_policy.py --robot go2 --vx 0 0.3 0.6 --out results/distill_go2
     python examples/distill_policy.py --robot go2 --gaits trot walk --vx 0 0.5 --yaw 0 0.5
+    python examples/distill_policy.py --robot go2 --clock     # the policy observes the gait clock
 
 1. Solves one trajectory problem per gait and command (`--vx`, `--vy`, `--yaw` grids,
    `--duration` s each); each solve is saved in `<out>/dataset/` at once and reused when the
@@ -28,8 +29,10 @@ from controllers.learning.policy import Policy, save_policy
 from controllers.learning.training import distill
 
 
-def _evaluate(policy, plant, commands, seconds):
-    ev = distill.evaluate_policy(policy, plant, commands, seconds, settle=min(1.0, seconds / 2))
+def _evaluate(policy, plant, commands, seconds, gait_period=None):
+    ev = distill.evaluate_policy(
+        policy, plant, commands, seconds, settle=min(1.0, seconds / 2), gait_period=gait_period
+    )
     return {"mean_velocity_error": ev["mean_velocity_error"], "fell_fraction": ev["fell_fraction"],
             "velocity_error": ev["velocity_error"].tolist()}  # fmt: skip
 
@@ -37,25 +40,32 @@ def _evaluate(policy, plant, commands, seconds):
 def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
-        devices=None):  # fmt: skip
+        devices=None, clock=False):  # fmt: skip
+    """The whole build (module docstring). `clock`: the dataset's observations and the policy's
+    end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
+    evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
+    from trajopt.gaits import gait_period as default_gait_period
+
     start = time.perf_counter()
     commands = distill.commands_grid(vx, vy, yaw)
     folder = os.path.join(out, "dataset")
     data = distill.build_dataset(
         robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations,
-        batched=batched, devices=devices,
+        batched=batched, devices=devices, clock=clock,
     )
     print(f"dataset: {len(data)} samples from {len(commands) * len(gaits)} solves")
     model = dynamics.load_robot(robot)
-    policy = Policy.create(jax.random.key(seed), model.nu)
+    policy = Policy.create(jax.random.key(seed), model.nu, clock=clock)
+    period = default_gait_period(robot, gaits[0]) if clock else None
     policy, bc = distill.behaviour_cloning(policy, data, epochs=bc_epochs, seed=seed)
     plant = distill.Plant(robot)
-    evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds)
+    evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds, period)
     ratio = bc["initial_loss"] / bc["final_loss"]
     print(f"behaviour cloning: imitation loss {bc['initial_loss']:.4f} -> {bc['final_loss']:.4f}"
           f" ({ratio:.0f}x), closed-loop tracking error {evaluation['mean_velocity_error']:.3f}"
           f" m/s, fell {evaluation['fell_fraction']:.0%}")  # fmt: skip
     report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
+              "gait_clock_period": period,
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
@@ -66,7 +76,9 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
             bc_options={"epochs": max(1, bc_epochs // 2), "seed": seed},
         )  # fmt: skip
         report["dagger"] = rounds
-        report["after_dagger"] = _evaluate(policy, plant, np.asarray(commands), eval_seconds)
+        report["after_dagger"] = _evaluate(
+            policy, plant, np.asarray(commands), eval_seconds, period
+        )
     os.makedirs(out, exist_ok=True)
     save_policy(policy, os.path.join(out, "policy.eqx"))
     data.save(os.path.join(out, "dataset_with_dagger.npz"))
@@ -78,7 +90,8 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         import importlib.util
 
         with_onnx = importlib.util.find_spec("onnx") is not None  # the optional 'export' extra
-        export_policy(policy, os.path.join(out, "export"), robot=robot, onnx=with_onnx)
+        export_policy(policy, os.path.join(out, "export"), robot=robot, onnx=with_onnx,
+                      gait_period=period)  # fmt: skip
     report["seconds"] = time.perf_counter() - start
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
@@ -107,11 +120,13 @@ def main(argv=None):
                         help="solve each gait's command grid in one batched FDDP call")
     parser.add_argument("--devices", type=int, default=None,
                         help="with --batched: split the grid over this many devices")
+    parser.add_argument("--clock", action="store_true",
+                        help="the policy observes the gait clock (phase sin/cos and frequency)")
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
-               args.devices)  # fmt: skip
+               args.devices, args.clock)  # fmt: skip
 
 
 if __name__ == "__main__":
