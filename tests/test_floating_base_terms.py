@@ -1,10 +1,11 @@
 """The floating-base terms and their Jacobian rule (`dynamics.floating_base_terms`).
 
-Values against Pinocchio's C++ (`crba`, `nonLinearEffects`, `getFrameJacobian`,
+Fast: values against Pinocchio's C++ (`crba`, `nonLinearEffects`, `getFrameJacobian`,
 `updateFramePlacements`), derivatives against Pinocchio's analytic RNEA derivatives
 (`computeRNEADerivatives`) and central differences of its `crba` and frame Jacobians, all along
-the configuration manifold (`q (+) dq`, Pinocchio's `integrate`); the rule against plain AD
-under `jacfwd`, `grad` and `vmap`; and a time step using it against the default step.
+the configuration manifold (`q (+) dq`, Pinocchio's `integrate`). Slow (compile-heavy): the
+rule against plain AD under `jacfwd`, `grad` and `vmap`, and a time step using it against the
+default step.
 """
 
 import importlib
@@ -92,6 +93,7 @@ def test_jacobian_rule_matches_pinocchio_derivatives(model, pin_model, random_st
             assert _relative(dj_dq[..., d], (plus[1] - minus[1]) / (2 * eps)) < 1e-6
 
 
+@pytest.mark.slow  # 27 s of compilation; the Pinocchio derivative tests above stay fast
 def test_jacobian_rule_equals_plain_autodiff_forward_reverse_and_batched():
     """Go2 only (the rule is the same code for every robot; the Pinocchio tests above cover
     each robot's values and derivatives)."""
@@ -131,10 +133,8 @@ def test_only_floating_base_trees_are_supported():
     assert floating_base_terms.supports(dynamics.load_robot("solo12"))
 
 
-@pytest.mark.parametrize(
-    "contact", ["smooth", pytest.param("hard", marks=pytest.mark.slow),
-                pytest.param("penalty", marks=pytest.mark.slow)],
-)  # fmt: skip
+@pytest.mark.slow  # 26-30 s of compilation each; the FDDP tests run the rule in every solve
+@pytest.mark.parametrize("contact", ["smooth", "hard", "penalty"])
 def test_step_with_the_rule_equals_the_default_step(contact):
     """One Go2 step on a 10-degree incline (a foot near the surface): the same next state and
     the same Jacobian along the manifold (`q (+) dq`, `v`, `tau`) with either option."""
