@@ -302,6 +302,7 @@ def test_distill_policy_example(tmp_path):
     np.testing.assert_array_equal(load_policy(str(tmp_path / "policy.eqx"))(obs[0]), policy(obs[0]))
 
 
+@pytest.mark.slow  # ~45 s (the rollouts with the clock compile anew); the suite's budget
 def test_distill_policy_example_with_the_gait_clock(tmp_path):
     """`--clock`: the dataset, the policy, DAgger's MPC labels and the evaluations carry the gait
     clock of the gait's period (the same tiny settings as above)."""
