@@ -82,8 +82,7 @@ def _with_jacobian_rule(model: Model, frame_ids: tuple):
         q_joints, v, gravity_base = primals
         dq, dv, dg = tangents
         out = terms(q_joints, v, gravity_base)
-        zeros = tuple(jnp.zeros_like(o) for o in out)
-        tangent_out = list(zeros)
+        tangent_out = [jnp.zeros_like(o) for o in out]
         if not isinstance(dq, jax.custom_derivatives.SymbolicZero):
             by_angle = jax.jacfwd(
                 lambda a: _base_frame_terms(model, frame_ids, a, v, gravity_base)

@@ -27,6 +27,7 @@ import numpy as np
 import dynamics
 from controllers.learning.policy import Policy, save_policy
 from controllers.learning.training import distill
+from trajopt.gaits import gait_period as default_gait_period
 
 
 def _evaluate(policy, plant, commands, seconds, gait_period=None):
@@ -44,8 +45,6 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
-    from trajopt.gaits import gait_period as default_gait_period
-
     start = time.perf_counter()
     commands = distill.commands_grid(vx, vy, yaw)
     folder = os.path.join(out, "dataset")
