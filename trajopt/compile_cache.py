@@ -13,8 +13,10 @@ Importing `trajopt.solve` (every solver, the MPC, the examples that solve) calls
 that compiled in under `MIN_COMPILE_TIME_S` are not saved (the cheap ones would cost more disk
 reads than they save). The cache is trusted code: do not point it at a folder others can
 write. Loading an executable gives the same program as compiling it, so results do not depend
-on whether the cache was warm; the test suite uses the same default folder (set
-`DIFFLOCO_CACHE_DIR=off` to keep it out of the home folder).
+on whether the cache was warm; the test suite turns it off (`DIFFLOCO_CACHE_DIR=off`).
+
+The same folder's `programs/` holds the FDDP functions' traced programs
+(`trajopt.program_cache`): this cache skips compiling, that one tracing.
 """
 
 from __future__ import annotations

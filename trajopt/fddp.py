@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import problem as P
+from .program_cache import DiskCachedFunction
 from .trajectory import Trajectory
 
 ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)
@@ -69,18 +70,28 @@ class Compiled:
     (the Riccati recursion, again with a larger `mu` if `Q_uu` is not positive definite) and
     `line_search` (all step lengths, stopping at the first accepted one). `linearize` (one
     knot), `linearize_terminal` and `forward` (one step length) are the pieces, for tests and
-    benchmarks; each compiles only when first called."""
+    benchmarks; each compiles only when first called.
+
+    The four functions of the iteration and the rollout are `program_cache.DiskCachedFunction`s:
+    their traced programs are saved on disk, keyed by the structure, so a later process with the
+    same structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.program_cache`).
+    """
 
     def __init__(self, problem: P.Problem):
         self.problem = problem
-        self.rollout = jax.jit(functools.partial(_rollout, problem))
-        self.evaluate = jax.jit(functools.partial(_evaluate, problem))
+        context = repr(structure_key(problem))
+
+        def disk(name, fun):
+            return DiskCachedFunction(f"fddp.{name}", jax.jit(fun), context)
+
+        self.rollout = disk("rollout", functools.partial(_rollout, problem))
+        self.evaluate = disk("evaluate", functools.partial(_evaluate, problem))
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
-        self.linearize_all = jax.jit(functools.partial(_linearize_all, problem))
-        self.backward = jax.jit(_backward)
-        self.line_search = jax.jit(functools.partial(_line_search, problem))
+        self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
+        self.backward = disk("backward", _backward)
+        self.line_search = disk("line_search", functools.partial(_line_search, problem))
 
 
 # The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
