@@ -3,10 +3,15 @@
     python examples/distill_policy.py --robot go2 --vx 0 0.3 0.6 --out results/distill_go2
     python examples/distill_policy.py --robot go2 --gaits trot walk --vx 0 0.5 --yaw 0 0.5
     python examples/distill_policy.py --robot go2 --clock     # the policy observes the gait clock
+    python examples/distill_policy.py --robot go2 --clock --no-solves --dart-seconds 10 \
+        --dagger-rounds 0 --vx 0 0.25 0.5       # the recipe that walks (BENCHMARKS.md)
 
 1. Solves one trajectory problem per gait and command (`--vx`, `--vy`, `--yaw` grids,
    `--duration` s each); each solve is saved in `<out>/dataset/` at once and reused when the
    script runs again, so an interrupted build resumes.
+   `--dart-seconds S`: also one MPC run of S s per command with noise on its actions (DART,
+   `--dart-noise`), every visited state labelled with the MPC's own action
+   (`distill.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps only those.
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
@@ -41,18 +46,31 @@ def _evaluate(policy, plant, commands, seconds, gait_period=None):
 def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
-        devices=None, clock=False):  # fmt: skip
+        devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1):  # fmt: skip
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
     start = time.perf_counter()
     commands = distill.commands_grid(vx, vy, yaw)
     folder = os.path.join(out, "dataset")
-    data = distill.build_dataset(
-        robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations,
-        batched=batched, devices=devices, clock=clock,
-    )
-    print(f"dataset: {len(data)} samples from {len(commands) * len(gaits)} solves")
+    if not solves and not dart_seconds > 0:
+        raise ValueError("no data: --no-solves needs --dart-seconds > 0")
+    parts = []
+    if solves:
+        parts.append(distill.build_dataset(
+            robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations,
+            batched=batched, devices=devices, clock=clock,
+        ))  # fmt: skip
+        print(f"dataset: {len(parts[-1])} samples from {len(commands) * len(gaits)} solves")
+    if dart_seconds > 0:
+        parts.append(distill.expert_rollouts(
+            robot, commands, gait=gaits[0], seconds=dart_seconds, noise=dart_noise, seed=seed,
+            clock=clock, mpc_options={"horizon": mpc_horizon},
+            folder=os.path.join(out, "dart"),
+        ))  # fmt: skip
+        print(f"dataset: {len(parts[-1])} samples from {len(commands)} MPC runs with noise "
+              f"{dart_noise} (DART)")  # fmt: skip
+    data = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     model = dynamics.load_robot(robot)
     policy = Policy.create(jax.random.key(seed), model.nu, clock=clock)
     period = default_gait_period(robot, gaits[0]) if clock else None
@@ -65,6 +83,8 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
           f" m/s, fell {evaluation['fell_fraction']:.0%}")  # fmt: skip
     report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
               "gait_clock_period": period,
+              "sources": {"solves": solves, "dart_seconds": dart_seconds,
+                          "dart_noise": dart_noise},
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
@@ -121,11 +141,19 @@ def main(argv=None):
                         help="with --batched: split the grid over this many devices")
     parser.add_argument("--clock", action="store_true",
                         help="the policy observes the gait clock (phase sin/cos and frequency)")
+    parser.add_argument("--solves", action=argparse.BooleanOptionalAction, default=True,
+                        help="the dataset includes the trajectory solves (--no-solves: only "
+                             "the DART runs)")  # fmt: skip
+    parser.add_argument("--dart-seconds", type=float, default=0.0,
+                        help="per command: an MPC run this long with noisy actions (DART)")
+    parser.add_argument("--dart-noise", type=float, default=0.1,
+                        help="DART noise on the MPC's executed actions [action units]")
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
-               args.devices, args.clock)  # fmt: skip
+               args.devices, args.clock, args.solves, args.dart_seconds,
+               args.dart_noise)  # fmt: skip
 
 
 if __name__ == "__main__":

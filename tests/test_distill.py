@@ -94,3 +94,70 @@ def test_behaviour_cloning_learns_a_known_teacher():
     assert held_out < report["initial_loss"] / 10, (held_out, report["initial_loss"])
     # the normaliser was fitted to the data, not trained
     np.testing.assert_allclose(student.normalizer.mean, train_obs.mean(axis=0), atol=1e-4)
+
+
+class _ScriptedExpert:
+    """Stands in for `controllers.mpc.MPC` in `distill.expert_rollouts`: known targets
+    `q_default + 0.05 sin(10 t + j)` at time t, its gait clock with a 0.4 s period."""
+
+    gait_period = 0.4
+
+    def __init__(self, robot, gait, command, **options):
+        self.q_default = np.asarray(dynamics.load_robot(robot).q_standing)[7:]
+
+    def set_command(self, vx, vy, yaw_rate):
+        self.command = (vx, vy, yaw_rate)
+
+    def reset(self, state, t):
+        return self.update(state, t)
+
+    def update(self, state, t):
+        return self.q_default + 0.05 * np.sin(10.0 * t + np.arange(self.q_default.size))
+
+    def gait_clock(self, t):
+        from trajopt.gait_clock import gait_clock
+
+        return gait_clock(t, self.gait_period)
+
+
+def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch):
+    """`expert_rollouts` (DART): every label is the expert's own action, the plant executes
+    label + noise (read back from the next observation's last action, the noise redrawn from the
+    documented generator), the clock is the expert's, and a second call reads the saved runs
+    without an expert."""
+    import controllers.mpc
+    from controllers.learning.policy import CONTROL_DT
+    from trajopt.gait_clock import gait_clock
+
+    monkeypatch.setattr(controllers.mpc, "MPC", _ScriptedExpert)
+    commands = [(0.3, 0.0, 0.0), (0.0, 0.1, 0.5)]
+    plant = distill.Plant("solo12", num_sweeps=2)
+    options = dict(seconds=0.1, noise=0.2, seed=3, plant=plant, folder=str(tmp_path),
+                   verbose=False)  # fmt: skip
+    data = distill.expert_rollouts("solo12", commands, **options)
+    nu, steps = 12, 5
+    assert len(data) == 2 * steps and data.obs.shape[1] == 15 + 3 * nu
+    for i, command in enumerate(commands):
+        rows = slice(i * steps, (i + 1) * steps)
+        times = CONTROL_DT * np.arange(steps)
+        expert = 0.05 * np.sin(10.0 * times[:, None] + np.arange(nu)) / ACTION_SCALE
+        np.testing.assert_allclose(data.actions[rows], expert, rtol=0, atol=1e-12)
+        noise = 0.2 * np.random.default_rng([3, i]).standard_normal((steps, nu))
+        executed = data.obs[rows][1:, 12 + 2 * nu : 12 + 3 * nu]  # the last action observed
+        np.testing.assert_allclose(executed, (expert + noise)[:-1], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(data.obs[rows][:, -3:], gait_clock(times, 0.4), atol=1e-12)
+        np.testing.assert_array_equal(data.commands[rows], np.tile(command, (steps, 1)))
+        assert np.all(data.source[rows] == distill.DART_SOURCE + i)
+    assert len(list(tmp_path.glob("dart_solo12_trot_*.npz"))) == 2
+
+    def no_expert(*args, **kwargs):
+        raise AssertionError("the saved runs must be reused")
+
+    monkeypatch.setattr(controllers.mpc, "MPC", no_expert)
+    again = distill.expert_rollouts("solo12", commands, **options)
+    np.testing.assert_array_equal(again.obs, data.obs)
+    np.testing.assert_array_equal(again.actions, data.actions)
+    with pytest.raises(ValueError, match="noise"):
+        distill.expert_rollouts("solo12", commands, **{**options, "noise": -0.1})
+    with pytest.raises(ValueError, match="commands is empty"):
+        distill.expert_rollouts("solo12", [], **options)

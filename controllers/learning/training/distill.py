@@ -412,6 +412,147 @@ def evaluate_policy(policy: Policy, plant: Plant, commands, seconds: float = 3.0
     return out
 
 
+def _expert_run(mpc, plant: Plant, command, seconds: float, act, clock: bool):
+    """One run from standing at rest with `mpc` as the expert: at every policy step the MPC
+    replans from the plant's state (`MPC.reset` at t = 0, then `MPC.update`) and labels it with
+    its action `(u - q_default) / ACTION_SCALE`; `act(obs, expert) -> executed action`. Stops
+    early if the base falls below half the standing height. Returns `(Dataset of the run
+    (source 0), fell)`; the observations end with `mpc.gait_clock(t)` if `clock`."""
+    from dynamics.configuration import State
+
+    from ..policy import joint_targets
+
+    model, params, advance, kp, q_default = plant.parts()
+    obs_fn = _observation_jit()
+    command = jnp.asarray(command, dtype=jnp.float64)  # the simulation is float64
+    mpc.set_command(*np.asarray(command))
+    state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
+    last = jnp.zeros(model.nu)
+    obs_rows, labels, fell = [], [], False
+    for k in range(int(round(seconds / CONTROL_DT))):
+        t = k * CONTROL_DT
+        expert_u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
+        expert = (jnp.asarray(expert_u) - q_default) / ACTION_SCALE
+        phase = jnp.asarray(mpc.gait_clock(t)) if clock else None
+        obs = obs_fn(state.q, state.v, command, last, q_default, phase)
+        obs_rows.append(np.asarray(obs))
+        labels.append(np.asarray(expert))
+        action = act(obs, expert)
+        state = advance(params, state, joint_targets(action, q_default), kp)[0]
+        last = action
+        if float(state.q[2]) < 0.5 * float(model.q_standing[2]):
+            fell = True
+            break
+    n = len(labels)
+    run = Dataset(np.array(obs_rows), np.array(labels), np.tile(np.asarray(command), (n, 1)),
+                  np.zeros(n, dtype=int))  # fmt: skip
+    return run, fell
+
+
+_OBSERVATION_JIT: list = []
+
+
+def _observation_jit():
+    """`jax.jit(observation_from_state)`, shared by every expert run of the process."""
+    if not _OBSERVATION_JIT:
+        _OBSERVATION_JIT.append(jax.jit(observation_from_state))
+    return _OBSERVATION_JIT[0]
+
+
+def _concatenate(parts) -> Dataset:
+    data = parts[0]
+    for part in parts[1:]:
+        data = data + part
+    return data
+
+
+def _rollout_name(robot, gait, command, seconds, noise, seed):
+    vx, vy, wz = command
+    return (f"dart_{robot}_{gait}_vx{vx:+.2f}_vy{vy:+.2f}_wz{wz:+.2f}_T{seconds:.1f}"
+            f"_noise{noise:.3f}_seed{seed}")  # fmt: skip
+
+
+def expert_rollouts(
+    robot: str,
+    commands,
+    *,
+    gait: str = "trot",
+    seconds: float = 10.0,
+    noise: float = 0.1,
+    seed: int = 0,
+    clock: bool = True,
+    plant: Plant | None = None,
+    mpc_options: dict | None = None,
+    folder: str | None = None,
+    verbose: bool = True,
+) -> Dataset:
+    """DART (Laskey et al. 2017): the MPC drives the plant with Gaussian noise on its actions and
+    every visited state is labelled with the MPC's own (noise-free) action.
+
+    Per command `(vx, vy, yaw_rate)`, one run of `seconds` from standing at rest: at policy step
+    k the MPC (`controllers.mpc.MPC`, `mpc_options`, default a 0.5 s horizon) replans from the
+    plant's state, the label is its action `a* = (u - q_default) / ACTION_SCALE` and the plant
+    executes `a* + noise * N(0, I)` (action units; 0.1 is 0.025 rad on each joint target). The
+    states are the expert's own, widened by the noise, so the student learns the expert's
+    corrections near its path (behaviour cloning of noise-free rollouts or of open-loop
+    trajectories compounds its errors; BENCHMARKS.md). With `clock` the observations end with
+    the MPC's gait clock (`MPC.gait_clock(t)`; the policy must observe the clock with the same
+    period, `trajopt.gaits.gait_period(robot, gait)`).
+
+    With `folder`, each run is saved there as soon as it ends and reused by a later call with
+    the same robot, gait, command, seconds, noise and seed (an interrupted build resumes).
+    Sample sources are `DART_SOURCE + i` for command `i`. Raises ValueError for a negative
+    noise, non-positive seconds or no commands.
+    """
+    from controllers.mpc import MPC
+
+    commands = [tuple(float(c) for c in command) for command in commands]
+    if not commands:
+        raise ValueError("commands is empty: give at least one (vx, vy, yaw_rate)")
+    if any(len(c) != 3 for c in commands):
+        raise ValueError(f"each command is (vx, vy, yaw_rate), got {commands}")
+    if not noise >= 0:
+        raise ValueError(f"noise must be >= 0 (action units), got {noise}")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    plant = Plant(robot) if plant is None else plant
+    if plant.robot != robot:
+        raise ValueError(f"plant.robot {plant.robot!r} is not robot {robot!r}")
+    if folder is not None:
+        os.makedirs(folder, exist_ok=True)
+    mpc = None
+    parts = []
+    for i, command in enumerate(commands):
+        name = _rollout_name(robot, gait, command, seconds, noise, seed)
+        path = None if folder is None else os.path.join(folder, name + ".npz")
+        start = time.perf_counter()
+        if path is not None and os.path.exists(path):
+            run, fell, reused = Dataset.load(path), None, True
+        else:
+            if mpc is None:
+                mpc = MPC(robot, gait, command, **(mpc_options or {"horizon": 0.5}))
+            rng = np.random.default_rng([seed, i])
+
+            def noisy(obs, expert, rng=rng):
+                return expert + noise * jnp.asarray(rng.standard_normal(expert.shape[0]))
+
+            run, fell = _expert_run(mpc, plant, command, seconds, noisy, clock)
+            reused = False
+            if path is not None:
+                run.save(path)
+        run = dataclasses.replace(run, source=np.full(len(run), DART_SOURCE + i))
+        parts.append(run)
+        if verbose:
+            took = "reused" if reused else f"{time.perf_counter() - start:.1f} s"
+            status = "" if fell is None else (", the expert fell" if fell else "")
+            print(f"[{i + 1}/{len(commands)}] {name}: {len(run)} samples{status} ({took})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    return _concatenate(parts)
+
+
+DART_SOURCE = 10_000  # sample source of expert_rollouts' command i: DART_SOURCE + i
+
+
 def dagger(
     policy: Policy,
     data: Dataset,
@@ -439,40 +580,23 @@ def dagger(
     states are from the expert's choice), the loss after, and the closed-loop tracking error of
     the policy alone (`evaluate_policy`) after retraining."""
     from controllers.mpc import MPC
-    from dynamics.configuration import State
 
-    from ..policy import joint_targets
-
-    model, params, advance, kp, q_default = plant.parts()
     mpc = MPC(plant.robot, gait, commands[0], **(mpc_options or {"horizon": 0.5}))
     period = mpc.gait_period if policy.clock else None
     policy_fn = eqx.filter_jit(lambda p, o: p(o))
-    obs_fn = jax.jit(observation_from_state)
     dtype = policy.normalizer.mean.dtype
     reports = []
     for i in range(rounds):
         beta = beta0 * 0.5**i
-        new = []
-        for command in commands:
-            command = jnp.asarray(command, dtype=jnp.float64)  # the simulation is float64
-            mpc.set_command(*np.asarray(command))
-            state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
-            last = jnp.zeros(model.nu)
-            for k in range(int(round(seconds / CONTROL_DT))):
-                t = k * CONTROL_DT
-                expert_u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
-                expert = (jnp.asarray(expert_u) - q_default) / ACTION_SCALE
-                clock = None if period is None else jnp.asarray(mpc.gait_clock(t))
-                obs = obs_fn(state.q, state.v, command, last, q_default, clock)
-                own = policy_fn(policy, obs.astype(dtype)).astype(state.q.dtype)
-                new.append((np.asarray(obs), np.asarray(expert), np.asarray(command)))
-                action = beta * expert + (1.0 - beta) * own
-                state = advance(params, state, joint_targets(action, q_default), kp)[0]
-                last = action
-                if float(state.q[2]) < 0.5 * float(model.q_standing[2]):
-                    break
-        fresh = Dataset(np.array([o for o, _, _ in new]), np.array([a for _, a, _ in new]),
-                        np.array([c for _, _, c in new]), np.full(len(new), -(i + 1)))  # fmt: skip
+
+        def mix(obs, expert, beta=beta, student=policy):
+            own = policy_fn(student, obs.astype(dtype)).astype(expert.dtype)
+            return beta * expert + (1.0 - beta) * own
+
+        runs = [_expert_run(mpc, plant, command, seconds, mix, policy.clock)[0]
+                for command in commands]  # fmt: skip
+        fresh = _concatenate(runs)
+        fresh = dataclasses.replace(fresh, source=np.full(len(fresh), -(i + 1)))
         obs_new = jnp.asarray(fresh.obs, dtype)
         act_new = jnp.asarray(fresh.actions, dtype)
         before = float(imitation_loss(policy, obs_new, act_new))
