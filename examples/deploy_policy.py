@@ -76,7 +76,8 @@ def check_conventions(config: dict, joint_map: JointMap) -> None:
         )
 
 
-def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, soft_start=0.2):
+def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, soft_start=0.2,
+        max_target_rate=None):  # fmt: skip
     policy, config = load_runtime(folder, runtime)
     model = dynamics.load_robot(config["robot"])
     robot = MuJoCoRobot(model, timestep=1.0 / command_rate)
@@ -88,7 +89,10 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         kp=np.asarray(config["kp"]),
         kd=np.asarray(config["kd"]),
     )
-    safety = SafetyLayer(robot.joint_map, SafetyConfig(soft_start_duration=soft_start))
+    if max_target_rate is not None and not max_target_rate > 0:
+        raise ValueError(f"max_target_rate must be positive [rad/s], got {max_target_rate}")
+    config_safety = SafetyConfig(soft_start_duration=soft_start, max_target_rate=max_target_rate)
+    safety = SafetyLayer(robot.joint_map, config_safety)
     result = control_loop.run(
         robot,
         controller,
@@ -126,6 +130,10 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.5, help="forward command [m/s]")
     parser.add_argument("--command-rate", type=float, default=500.0, help="[Hz] = MuJoCo rate")
     parser.add_argument("--soft-start", type=float, default=0.2, help="[s]")
+    parser.add_argument("--max-target-rate", type=float, default=None,
+                        help="[rad/s] the safety layer's limit on the PD targets' rate (default: "
+                             "the joint velocity limits; a policy distilled from the MPC needs "
+                             "the MPC's 30)")  # fmt: skip
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     if args.policy is None or not os.path.isdir(args.policy):
@@ -133,7 +141,7 @@ def main(argv=None):
         parser.error(where + HOW_TO_EXPORT)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     summary, result = run(args.policy, args.runtime, args.seconds, args.velocity,
-                          args.command_rate, args.soft_start)  # fmt: skip
+                          args.command_rate, args.soft_start, args.max_target_rate)  # fmt: skip
     print(f"policy {summary['policy']} ({args.runtime}) on {summary['robot']}, "
           f"{summary['control_rate_hz']:.0f} Hz")  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))

@@ -209,9 +209,7 @@ def build_dataset(robot: str, commands, gaits=("trot",), *, duration: float = 1.
         parts.append(Dataset(obs, actions, np.tile(command, (n, 1)), np.full(n, index)))
     if not parts:
         raise RuntimeError(f"every solve diverged: {report}")
-    data = parts[0]
-    for p in parts[1:]:
-        data = data + p
+    data = _concatenate(parts)
     if folder is not None:
         data.save(os.path.join(folder, "dataset.npz"))
         with open(os.path.join(folder, "dataset.json"), "w") as f:
