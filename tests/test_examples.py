@@ -325,7 +325,7 @@ def test_distill_policy_example_with_the_gait_clock(tmp_path):
     np.testing.assert_array_equal(load_policy(str(tmp_path / "policy.eqx"))(obs), policy(obs))
 
 
-@pytest.mark.slow  # about 8 min on 2 cores: 3 x 6 s of MPC runs, cloning, 10 s evaluations
+@pytest.mark.slow  # 133 s alone on a core: 3 x 6 s of MPC runs, cloning, 10 s evaluations
 def test_the_distilled_policy_walks_on_its_own(tmp_path):
     """Issue 16, item 2 on a subset of its grid (forward commands 0, 0.25, 0.5 m/s; the whole
     grid takes about 30 min of MPC runs, BENCHMARKS.md): the README's distillation recipe (DART

@@ -32,6 +32,7 @@ import json
 import os
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 
 import equinox as eqx
@@ -497,8 +498,11 @@ def expert_rollouts(
     the MPC's gait clock (`MPC.gait_clock(t)`; the policy must observe the clock with the same
     period, `trajopt.gaits.gait_period(robot, gait)`).
 
-    With `folder`, each run is saved there as soon as it ends and reused by a later call with
-    the same robot, gait, command, seconds, noise and seed (an interrupted build resumes).
+    A run stops when the expert falls (base below half the standing height); its samples up to
+    then are kept. The noise of a run depends only on its name (robot, gait, command, seconds,
+    noise, seed): `numpy.random.default_rng([seed, zlib.crc32(name)])`, `name` from
+    `_rollout_name`. With `folder`, each run is saved there as `<name>.npz` as soon as it ends
+    and reused by a later call (an interrupted build resumes).
     Sample sources are `DART_SOURCE + i` for command `i`. Raises ValueError for a negative
     noise, non-positive seconds or no commands.
     """
@@ -529,7 +533,7 @@ def expert_rollouts(
         else:
             if mpc is None:
                 mpc = MPC(robot, gait, command, **(mpc_options or {"horizon": 0.5}))
-            rng = np.random.default_rng([seed, i])
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
 
             def noisy(obs, expert, rng=rng):
                 return expert + noise * jnp.asarray(rng.standard_normal(expert.shape[0]))
