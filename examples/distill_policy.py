@@ -4,7 +4,7 @@
     python examples/distill_policy.py --robot go2 --gaits trot walk --vx 0 0.5 --yaw 0 0.5
     python examples/distill_policy.py --robot go2 --clock     # the policy observes the gait clock
     python examples/distill_policy.py --robot go2 --clock --no-solves --dart-seconds 10 \
-        --dagger-rounds 0 --vx 0 0.25 0.5       # the recipe that walks (BENCHMARKS.md)
+        --dagger-rounds 0 --vx 0 0.25 0.5 --yaw -0.5 0 0.5   # the recipe that walks
 
 1. Solves one trajectory problem per gait and command (`--vx`, `--vy`, `--yaw` grids,
    `--duration` s each); each solve is saved in `<out>/dataset/` at once and reused when the
