@@ -4,13 +4,13 @@
     python examples/distill_policy.py --robot go2 --gaits trot walk --vx 0 0.5 --yaw 0 0.5
     python examples/distill_policy.py --robot go2 --clock     # the policy observes the gait clock
     python examples/distill_policy.py --robot go2 --clock --no-solves --dart-seconds 10 \
-        --dagger-rounds 0 --vx 0 0.25 0.5 --yaw -0.5 0 0.5   # the recipe that walks
+        --dart-runs 2 --dagger-rounds 0 --vx 0 0.25 0.5 --yaw -0.5 0 0.5   # the recipe that walks
 
 1. Solves one trajectory problem per gait and command (`--vx`, `--vy`, `--yaw` grids,
    `--duration` s each); each solve is saved in `<out>/dataset/` at once and reused when the
    script runs again, so an interrupted build resumes.
-   `--dart-seconds S`: also one MPC run of S s per command with noise on its actions (DART,
-   `--dart-noise`), every visited state labelled with the MPC's own action
+   `--dart-seconds S`: also `--dart-runs` MPC runs of S s per command with noise on its actions
+   (DART, `--dart-noise`), every visited state labelled with the MPC's own action
    (`distill.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps only those.
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
@@ -46,7 +46,8 @@ def _evaluate(policy, plant, commands, seconds, gait_period=None):
 def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
-        devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1):  # fmt: skip
+        devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1,
+        dart_runs=1):  # fmt: skip
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
@@ -65,11 +66,11 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     if dart_seconds > 0:
         parts.append(distill.expert_rollouts(
             robot, commands, gait=gaits[0], seconds=dart_seconds, noise=dart_noise, seed=seed,
-            clock=clock, mpc_options={"horizon": mpc_horizon},
+            runs=dart_runs, clock=clock, mpc_options={"horizon": mpc_horizon},
             folder=os.path.join(out, "dart"),
         ))  # fmt: skip
-        print(f"dataset: {len(parts[-1])} samples from {len(commands)} MPC runs with noise "
-              f"{dart_noise} (DART)")  # fmt: skip
+        print(f"dataset: {len(parts[-1])} samples from {dart_runs * len(commands)} MPC runs "
+              f"with noise {dart_noise} (DART)")  # fmt: skip
     data = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     model = dynamics.load_robot(robot)
     policy = Policy.create(jax.random.key(seed), model.nu, clock=clock)
@@ -84,7 +85,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
               "gait_clock_period": period,
               "sources": {"solves": solves, "dart_seconds": dart_seconds,
-                          "dart_noise": dart_noise},
+                          "dart_noise": dart_noise, "dart_runs": dart_runs},
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
@@ -148,12 +149,14 @@ def main(argv=None):
                         help="per command: an MPC run this long with noisy actions (DART)")
     parser.add_argument("--dart-noise", type=float, default=0.1,
                         help="DART noise on the MPC's executed actions [action units]")
+    parser.add_argument("--dart-runs", type=int, default=1,
+                        help="DART runs per command, each with its own noise")
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
                args.devices, args.clock, args.solves, args.dart_seconds,
-               args.dart_noise)  # fmt: skip
+               args.dart_noise, args.dart_runs)  # fmt: skip
 
 
 if __name__ == "__main__":

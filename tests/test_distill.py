@@ -134,25 +134,26 @@ def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch
     monkeypatch.setattr(controllers.mpc, "MPC", _ScriptedExpert)
     commands = [(0.3, 0.0, 0.0), (0.0, 0.1, 0.5)]
     plant = distill.Plant("solo12", num_sweeps=2)
-    options = dict(seconds=0.1, noise=0.2, seed=3, plant=plant, folder=str(tmp_path),
+    options = dict(seconds=0.1, noise=0.2, seed=3, runs=2, plant=plant, folder=str(tmp_path),
                    verbose=False)  # fmt: skip
     data = distill.expert_rollouts("solo12", commands, **options)
     nu, steps = 12, 5
-    assert len(data) == 2 * steps and data.obs.shape[1] == 15 + 3 * nu
-    for i, command in enumerate(commands):
-        rows = slice(i * steps, (i + 1) * steps)
+    assert len(data) == 2 * 2 * steps and data.obs.shape[1] == 15 + 3 * nu
+    runs = [(seed, i, c) for seed in (3, 4) for i, c in enumerate(commands)]  # run-major order
+    for k, (seed, i, command) in enumerate(runs):
+        rows = slice(k * steps, (k + 1) * steps)
         times = CONTROL_DT * np.arange(steps)
         expert = 0.05 * np.sin(10.0 * times[:, None] + np.arange(nu)) / ACTION_SCALE
         np.testing.assert_allclose(data.actions[rows], expert, rtol=0, atol=1e-12)
-        name = distill._rollout_name("solo12", "trot", command, 0.1, 0.2, 3)
-        rng = np.random.default_rng([3, zlib.crc32(name.encode())])
+        name = distill._rollout_name("solo12", "trot", command, 0.1, 0.2, seed)
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         noise = 0.2 * rng.standard_normal((steps, nu))
         executed = data.obs[rows][1:, 12 + 2 * nu : 12 + 3 * nu]  # the last action observed
         np.testing.assert_allclose(executed, (expert + noise)[:-1], rtol=0, atol=1e-12)
         np.testing.assert_allclose(data.obs[rows][:, -3:], gait_clock(times, 0.4), atol=1e-12)
         np.testing.assert_array_equal(data.commands[rows], np.tile(command, (steps, 1)))
         assert np.all(data.source[rows] == distill.DART_SOURCE + i)
-    assert len(list(tmp_path.glob("dart_solo12_trot_*.npz"))) == 2
+    assert len(list(tmp_path.glob("dart_solo12_trot_*.npz"))) == 4
 
     def no_expert(*args, **kwargs):
         raise AssertionError("the saved runs must be reused")
@@ -165,3 +166,5 @@ def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch
         distill.expert_rollouts("solo12", commands, **{**options, "noise": -0.1})
     with pytest.raises(ValueError, match="commands is empty"):
         distill.expert_rollouts("solo12", [], **options)
+    with pytest.raises(ValueError, match="runs"):
+        distill.expert_rollouts("solo12", commands, **{**options, "runs": 0})

@@ -479,6 +479,7 @@ def expert_rollouts(
     seconds: float = 10.0,
     noise: float = 0.1,
     seed: int = 0,
+    runs: int = 1,
     clock: bool = True,
     plant: Plant | None = None,
     mpc_options: dict | None = None,
@@ -488,7 +489,8 @@ def expert_rollouts(
     """DART (Laskey et al. 2017): the MPC drives the plant with Gaussian noise on its actions and
     every visited state is labelled with the MPC's own (noise-free) action.
 
-    Per command `(vx, vy, yaw_rate)`, one run of `seconds` from standing at rest: at policy step
+    Per command `(vx, vy, yaw_rate)`, `runs` runs of `seconds` from standing at rest (run r with
+    seed `seed + r`: its own noise; more runs, more of the expert's corrections): at policy step
     k the MPC (`controllers.mpc.MPC`, `mpc_options`, default a 0.5 s horizon) replans from the
     plant's state, the label is its action `a* = (u - q_default) / ACTION_SCALE` and the plant
     executes `a* + noise * N(0, I)` (action units; 0.1 is 0.025 rad on each joint target). The
@@ -500,7 +502,7 @@ def expert_rollouts(
 
     A run stops when the expert falls (base below half the standing height); its samples up to
     then are kept. The noise of a run depends only on its name (robot, gait, command, seconds,
-    noise, seed): `numpy.random.default_rng([seed, zlib.crc32(name)])`, `name` from
+    noise, the run's seed): `numpy.random.default_rng([seed + r, zlib.crc32(name)])`, `name` from
     `_rollout_name`. With `folder`, each run is saved there as `<name>.npz` as soon as it ends
     and reused by a later call (an interrupted build resumes).
     Sample sources are `DART_SOURCE + i` for command `i`. Raises ValueError for a negative
@@ -517,6 +519,8 @@ def expert_rollouts(
         raise ValueError(f"noise must be >= 0 (action units), got {noise}")
     if not seconds > 0:
         raise ValueError(f"seconds must be positive, got {seconds}")
+    if int(runs) != runs or runs < 1:
+        raise ValueError(f"runs must be a positive integer, got {runs}")
     plant = Plant(robot) if plant is None else plant
     if plant.robot != robot:
         raise ValueError(f"plant.robot {plant.robot!r} is not robot {robot!r}")
@@ -524,8 +528,9 @@ def expert_rollouts(
         os.makedirs(folder, exist_ok=True)
     mpc = None
     parts = []
-    for i, command in enumerate(commands):
-        name = _rollout_name(robot, gait, command, seconds, noise, seed)
+    todo = [(i, command, seed + r) for r in range(int(runs)) for i, command in enumerate(commands)]
+    for k, (i, command, run_seed) in enumerate(todo):
+        name = _rollout_name(robot, gait, command, seconds, noise, run_seed)
         path = None if folder is None else os.path.join(folder, name + ".npz")
         start = time.perf_counter()
         if path is not None and os.path.exists(path):
@@ -533,7 +538,7 @@ def expert_rollouts(
         else:
             if mpc is None:
                 mpc = MPC(robot, gait, command, **(mpc_options or {"horizon": 0.5}))
-            rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+            rng = np.random.default_rng([run_seed, zlib.crc32(name.encode())])
 
             def noisy(obs, expert, rng=rng):
                 return expert + noise * jnp.asarray(rng.standard_normal(expert.shape[0]))
@@ -547,7 +552,7 @@ def expert_rollouts(
         if verbose:
             took = "reused" if reused else f"{time.perf_counter() - start:.1f} s"
             status = "" if fell is None else (", the expert fell" if fell else "")
-            print(f"[{i + 1}/{len(commands)}] {name}: {len(run)} samples{status} ({took})",
+            print(f"[{k + 1}/{len(todo)}] {name}: {len(run)} samples{status} ({took})",
                   file=sys.stderr, flush=True)  # fmt: skip
     return _concatenate(parts)
 
