@@ -132,8 +132,7 @@ def main(argv=None):
     parser.add_argument("--soft-start", type=float, default=0.2, help="[s]")
     parser.add_argument("--max-target-rate", type=float, default=None,
                         help="[rad/s] the safety layer's limit on the PD targets' rate (default: "
-                             "the joint velocity limits; a policy distilled from the MPC needs "
-                             "the MPC's 30)")  # fmt: skip
+                             "the joint velocity limits; the MPC runs with 30)")  # fmt: skip
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     if args.policy is None or not os.path.isdir(args.policy):
