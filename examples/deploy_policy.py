@@ -89,8 +89,6 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         kp=np.asarray(config["kp"]),
         kd=np.asarray(config["kd"]),
     )
-    if max_target_rate is not None and not max_target_rate > 0:
-        raise ValueError(f"max_target_rate must be positive [rad/s], got {max_target_rate}")
     config_safety = SafetyConfig(soft_start_duration=soft_start, max_target_rate=max_target_rate)
     safety = SafetyLayer(robot.joint_map, config_safety)
     result = control_loop.run(

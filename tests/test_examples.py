@@ -339,8 +339,7 @@ def test_the_distilled_policy_walks_on_its_own(tmp_path):
     policy, report = _load("distill_policy").main(
         ["--robot", "go2", "--vx", "0", "0.25", "0.5", "--yaw", "-0.5", "0", "0.5", "--clock",
          "--no-solves", "--dart-seconds", "10", "--dart-runs", "2", "--dart-noise", "0.1",
-         "--dagger-rounds", "0",
-         "--eval-seconds", "10", "--out", str(tmp_path)]
+         "--dagger-rounds", "0", "--eval-seconds", "10", "--out", str(tmp_path)]
     )  # fmt: skip
     commands = np.asarray(report["commands"], dtype=float)
     period = report["gait_clock_period"]

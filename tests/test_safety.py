@@ -143,6 +143,9 @@ def test_rate_limit_on_targets(joint_map, q_stand):
         np.testing.assert_allclose(out.q_target - previous, 2.0 * DT, rtol=1e-9)
         previous = out.q_target
     assert safety.log.first("rate_limited").count == 10
+    for bad in (0.0, -1.0, np.r_[np.ones(11), 0.0]):  # a zero rate would freeze the targets
+        with pytest.raises(ValueError, match="max_target_rate"):
+            SafetyConfig(max_target_rate=bad)
 
 
 def test_rate_limit_and_torque_limit_functions():

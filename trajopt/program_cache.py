@@ -125,7 +125,7 @@ class DiskCachedFunction:
         self.context = context
         self._programs: dict = {}  # (treedef, signature) -> (jitted call, out treedef) | None
         self.loaded = 0  # programs read from disk (for tests and reports)
-        self.exported = 0  # programs traced and saved
+        self.exported = 0  # programs traced here (and saved, unless a warning said otherwise)
 
     def __call__(self, *args):
         leaves, treedef = jax.tree_util.tree_flatten(args)

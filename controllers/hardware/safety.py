@@ -106,6 +106,11 @@ class SafetyConfig:
     max_kd: object = None
     torque_limit: object = None
 
+    def __post_init__(self):
+        rate = self.max_target_rate
+        if rate is not None and not np.all(np.asarray(rate, float) > 0):
+            raise ValueError(f"max_target_rate must be positive [rad/s] (or None), got {rate}")
+
 
 @dataclass
 class SafetyEvent:

@@ -411,6 +411,9 @@ def evaluate_policy(policy: Policy, plant: Plant, commands, seconds: float = 3.0
     return out
 
 
+_OBSERVATION = jax.jit(observation_from_state)  # shared by every expert run of the process
+
+
 def _expert_run(mpc, plant: Plant, command, seconds: float, act, clock: bool):
     """One run from standing at rest with `mpc` as the expert: at every policy step the MPC
     replans from the plant's state (`MPC.reset` at t = 0, then `MPC.update`) and labels it with
@@ -422,7 +425,6 @@ def _expert_run(mpc, plant: Plant, command, seconds: float, act, clock: bool):
     from ..policy import joint_targets
 
     model, params, advance, kp, q_default = plant.parts()
-    obs_fn = _observation_jit()
     command = jnp.asarray(command, dtype=jnp.float64)  # the simulation is float64
     mpc.set_command(*np.asarray(command))
     state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
@@ -433,7 +435,7 @@ def _expert_run(mpc, plant: Plant, command, seconds: float, act, clock: bool):
         expert_u = mpc.reset(state, t) if k == 0 else mpc.update(state, t)
         expert = (jnp.asarray(expert_u) - q_default) / ACTION_SCALE
         phase = jnp.asarray(mpc.gait_clock(t)) if clock else None
-        obs = obs_fn(state.q, state.v, command, last, q_default, phase)
+        obs = _OBSERVATION(state.q, state.v, command, last, q_default, phase)
         obs_rows.append(np.asarray(obs))
         labels.append(np.asarray(expert))
         action = act(obs, expert)
@@ -446,16 +448,6 @@ def _expert_run(mpc, plant: Plant, command, seconds: float, act, clock: bool):
     run = Dataset(np.array(obs_rows), np.array(labels), np.tile(np.asarray(command), (n, 1)),
                   np.zeros(n, dtype=int))  # fmt: skip
     return run, fell
-
-
-_OBSERVATION_JIT: list = []
-
-
-def _observation_jit():
-    """`jax.jit(observation_from_state)`, shared by every expert run of the process."""
-    if not _OBSERVATION_JIT:
-        _OBSERVATION_JIT.append(jax.jit(observation_from_state))
-    return _OBSERVATION_JIT[0]
 
 
 def _concatenate(parts) -> Dataset:
