@@ -12,6 +12,7 @@
    `--dart-seconds S`: also `--dart-runs` MPC runs of S s per command with noise on its actions
    (DART, `--dart-noise`), every visited state labelled with the MPC's own action
    (`distill.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps only those.
+   `--expert-iterations N`: the MPC expert (DART, DAgger) runs N FDDP iterations per cycle.
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
@@ -47,12 +48,15 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
         devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1,
-        dart_runs=1):  # fmt: skip
+        dart_runs=1, expert_iterations=1):  # fmt: skip
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
     start = time.perf_counter()
     commands = distill.commands_grid(vx, vy, yaw)
+    if int(expert_iterations) != expert_iterations or expert_iterations < 1:
+        raise ValueError(f"expert_iterations must be a positive integer, got {expert_iterations}")
+    mpc_options = {"horizon": mpc_horizon, "iterations": int(expert_iterations)}
     folder = os.path.join(out, "dataset")
     if not solves and not dart_seconds > 0:
         raise ValueError("no data: --no-solves needs --dart-seconds > 0")
@@ -66,7 +70,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     if dart_seconds > 0:
         parts.append(distill.expert_rollouts(
             robot, commands, gait=gaits[0], seconds=dart_seconds, noise=dart_noise, seed=seed,
-            runs=dart_runs, clock=clock, mpc_options={"horizon": mpc_horizon},
+            runs=dart_runs, clock=clock, mpc_options=mpc_options,
             folder=os.path.join(out, "dart"),
         ))  # fmt: skip
         print(f"dataset: {len(parts[-1])} samples from {dart_runs * len(commands)} MPC runs "
@@ -85,11 +89,11 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
               "gait_clock_period": period,
               "sources": {"solves": solves, "dart_seconds": dart_seconds,
-                          "dart_noise": dart_noise, "dart_runs": dart_runs},
+                          "dart_noise": dart_noise, "dart_runs": dart_runs,
+                          "expert": mpc_options},
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
-        mpc_options = {"horizon": mpc_horizon}
         policy, data, rounds = distill.dagger(
             policy, data, plant=plant, commands=commands, gait=gaits[0], rounds=dagger_rounds,
             seconds=dagger_seconds, mpc_options=mpc_options, eval_seconds=eval_seconds,
@@ -134,6 +138,8 @@ def main(argv=None):
     parser.add_argument("--dagger-seconds", type=float, default=2.0, help="per command [s]")
     parser.add_argument("--eval-seconds", type=float, default=3.0)
     parser.add_argument("--mpc-horizon", type=float, default=0.5, help="[s]")
+    parser.add_argument("--expert-iterations", type=int, default=1,
+                        help="FDDP iterations per MPC cycle of the expert (DART and DAgger)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/distill")
     parser.add_argument("--batched", action="store_true",
@@ -156,7 +162,7 @@ def main(argv=None):
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
                args.devices, args.clock, args.solves, args.dart_seconds,
-               args.dart_noise, args.dart_runs)  # fmt: skip
+               args.dart_noise, args.dart_runs, args.expert_iterations)  # fmt: skip
 
 
 if __name__ == "__main__":

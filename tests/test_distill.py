@@ -122,6 +122,18 @@ class _ScriptedExpert:
         return gait_clock(t, self.gait_period)
 
 
+def test_a_dart_run_is_named_by_its_expert_options_beyond_the_defaults():
+    """Saved DART runs are reused by name: another expert (here two FDDP iterations per cycle)
+    must not find the default expert's runs, and spelling out a default changes nothing (the
+    runs saved before options were named stay valid)."""
+    args = ("go2", "trot", (0.5, 0.0, 0.0), 10.0, 0.1, 0)
+    plain = distill._rollout_name(*args)
+    assert distill._rollout_name(*args, {"horizon": 0.5, "iterations": 1}) == plain
+    assert distill._rollout_name(*args, {"iterations": 2, "horizon": 0.6}) == (
+        plain + "_horizon=0.6_iterations=2"
+    )
+
+
 def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch):
     """`expert_rollouts` (DART): every label is the expert's own action, the plant executes
     label + noise (read back from the next observation's last action, the noise redrawn from the

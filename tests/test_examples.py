@@ -283,18 +283,21 @@ def test_deploy_policy_example(tmp_path, capsys):
 
 def test_distill_policy_example(tmp_path):
     """Tiny settings: two solves of the 3-knot solo12 problem of the solve_trot test (compiled
-    there), 0.1 s of DART runs with the 3-knot MPC per command, cloning, one DAgger round with
-    the same MPC, 0.2 s evaluations. Cloning must cut the imitation loss 10x; the rest must run
-    end to end and write its files."""
+    there), 0.1 s of DART runs with the 3-knot MPC (two FDDP iterations a cycle) per command,
+    cloning, one DAgger round with the same MPC, 0.2 s evaluations. Cloning must cut the
+    imitation loss 10x; the rest must run end to end and write its files, the DART runs named
+    by their expert's options."""
     policy, report = _load("distill_policy").main(
         ["--robot", "solo12", "--vx", "0", "0.3", "--duration", "0.06", "--iterations", "2",
          "--dart-seconds", "0.1", "--bc-epochs", "200", "--dagger-rounds", "1",
          "--dagger-seconds", "0.1", "--eval-seconds", "0.2", "--mpc-horizon", "0.06",
-         "--out", str(tmp_path)]
+         "--expert-iterations", "2", "--out", str(tmp_path)]
     )  # fmt: skip
     bc = report["behaviour_cloning"]
     assert report["samples"] == 6 + 2 * 5 and bc["final_loss"] < bc["initial_loss"] / 10
-    assert len(list((tmp_path / "dart").glob("dart_solo12_trot_*.npz"))) == 2
+    assert report["sources"]["expert"] == {"horizon": 0.06, "iterations": 2}
+    runs = (tmp_path / "dart").glob("dart_solo12_trot_*_horizon=0.06_iterations=2.npz")
+    assert len(list(runs)) == 2
     assert len(report["dagger"]) == 1 and report["dagger"][0]["new_samples"] == 10
     assert np.isfinite(report["after_dagger"]["mean_velocity_error"])
     for name in ("policy.eqx", "report.json", "export/policy.npz", "dataset/dataset.npz"):

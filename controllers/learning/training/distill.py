@@ -457,10 +457,31 @@ def _concatenate(parts) -> Dataset:
     return data
 
 
-def _rollout_name(robot, gait, command, seconds, noise, seed):
+def _rollout_name(robot, gait, command, seconds, noise, seed, mpc_options=None):
+    """The saved run's name: robot, gait, command, length, noise, seed, and the expert's
+    `mpc_options` that differ from `controllers.mpc.MPC`'s defaults (sorted `_key=value`; none
+    for the default expert), so a run of another expert is never reused for this one."""
     vx, vy, wz = command
+    expert = "".join(f"_{k}={v}" for k, v in sorted(_non_default_mpc_options(mpc_options).items()))
     return (f"dart_{robot}_{gait}_vx{vx:+.2f}_vy{vy:+.2f}_wz{wz:+.2f}_T{seconds:.1f}"
-            f"_noise{noise:.3f}_seed{seed}")  # fmt: skip
+            f"_noise{noise:.3f}_seed{seed}{expert}")  # fmt: skip
+
+
+def _non_default_mpc_options(mpc_options) -> dict:
+    """The entries of `mpc_options` whose value is not `MPC`'s default for that argument."""
+    import inspect
+
+    if not mpc_options:
+        return {}
+
+    from controllers.mpc import MPC
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(MPC.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    return {k: v for k, v in mpc_options.items() if k not in defaults or defaults[k] != v}
 
 
 def expert_rollouts(
@@ -495,8 +516,9 @@ def expert_rollouts(
     A run stops when the expert falls (base below half the standing height); its samples up to
     then are kept. The noise of a run depends only on its name (robot, gait, command, seconds,
     noise, the run's seed): `numpy.random.default_rng([seed + r, zlib.crc32(name)])`, `name` from
-    `_rollout_name`. With `folder`, each run is saved there as `<name>.npz` as soon as it ends
-    and reused by a later call (an interrupted build resumes).
+    `_rollout_name`, which also names the `mpc_options` that differ from the MPC's defaults. With
+    `folder`, each run is saved there as `<name>.npz` as soon as it ends and reused by a later
+    call with the same name (an interrupted build resumes; another expert does not match).
     Sample sources are `DART_SOURCE + i` for command `i`. Raises ValueError for a negative
     noise, non-positive seconds or no commands.
     """
@@ -522,7 +544,7 @@ def expert_rollouts(
     parts = []
     todo = [(i, command, seed + r) for r in range(int(runs)) for i, command in enumerate(commands)]
     for k, (i, command, run_seed) in enumerate(todo):
-        name = _rollout_name(robot, gait, command, seconds, noise, run_seed)
+        name = _rollout_name(robot, gait, command, seconds, noise, run_seed, mpc_options)
         path = None if folder is None else os.path.join(folder, name + ".npz")
         start = time.perf_counter()
         if path is not None and os.path.exists(path):
