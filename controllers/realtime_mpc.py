@@ -22,10 +22,12 @@ robot never waits:
   feedback did not keep Go2 up either and tracked worse (mean v_x 0.11 m/s against 0.34 m/s
   open loop; both fell; replanning every 120 and 160 ms with feedback fell too).
 
-Status (2026-12-01): the robot does not wait, but on this 2-core CPU one Go2 cycle (one FDDP
-iteration on 25 knots) takes about 85 ms on a quiet machine and far longer under load, and in
-simulated time the trot already falls when replanning every 80 ms. So this does not yet walk
-Go2 in real time here; BENCHMARKS.md ("MPC") has the numbers and where the time goes.
+Status (2026-12-02): the robot does not wait, but on this 2-core CPU one Go2 cycle (one FDDP
+iteration on 25 knots) takes a median 54 ms alone on a quiet core (`benchmarks/bench_mpc.py`)
+and 95 ms inside the controller process (pinned to its own core, beside the 500 Hz command loop
+and the controller thread), and in simulated time the trot already falls when replanning every
+80 ms. So this does not yet walk Go2 in real time here; BENCHMARKS.md ("MPC in real time") has
+the numbers, where the time goes, and what was tried.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
