@@ -4,6 +4,8 @@
     python benchmarks/bench_training.py --minutes 1 --no-write            # a quick look
     python benchmarks/bench_training.py --minutes 12 --vx-range 0 1 --vy-range 0 0 \
         --yaw-range 0 0 --latency 0 0.5 --push 0.3 --envs 32              # forward walking
+    python benchmarks/bench_training.py --methods shac-smooth shac-init \
+        --init results/distill/policy.eqx --gait-period 0.4 --lr 3e-4 --seed 1   # warm start
 
 Methods, each for `--minutes` of wall time (compilation included, and reported separately):
   (a) shac-smooth: analytic gradients (`controllers.learning.training.shac`, its defaults:
@@ -12,7 +14,12 @@ Methods, each for `--minutes` of wall time (compilation included, and reported s
   (c) ppo: PPO (`controllers.learning.training.ppo`, zeroth order: no gradient through the
       simulator), on the smooth model's environment;
   (d) shac-critic (optional): (a) with the critic's value bootstrapped into the actor loss
-      (SHAC proper, `critic_bootstrap=True`).
+      (SHAC proper, `critic_bootstrap=True`);
+  (e) shac-init (optional, needs `--init`): (a) starting from a saved policy (e.g. a distilled
+      one, `examples/distill_policy.py`); a policy that observes the gait clock needs the
+      environment's clock, `--gait-period` (the distilled policy's gait period).
+`--seed` seeds the environments and the fresh networks of every method (run the benchmark once
+per seed, `--results` apart, to measure the spread).
 All train the same `Policy` network on the same `LocomotionEnv` task (velocity tracking with
 the command ranges and domain randomisation given on the command line, defaults those of
 `EnvConfig`) and are evaluated the same way: every
@@ -55,12 +62,13 @@ def _evaluator(env_config, seconds=3.0, n=32):
     return evaluate
 
 
-def run_shac(env_config, args, evaluate, critic_bootstrap=False):
+def run_shac(env_config, args, evaluate, critic_bootstrap=False, policy=None):
     from controllers.learning.training import shac
 
     config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon,
-                             actor_lr=args.lr, critic_bootstrap=critic_bootstrap)  # fmt: skip
-    state = shac.init_state(config)
+                             actor_lr=args.lr, critic_bootstrap=critic_bootstrap,
+                             seed=args.seed)  # fmt: skip
+    state = shac.init_state(config, policy)
     iteration = shac.compiled_iteration(config)
     return _loop(lambda s: iteration(s)[0], state, lambda s: s.policy,
                  config.num_envs * config.horizon, args, evaluate)  # fmt: skip
@@ -74,7 +82,7 @@ def run_ppo(env_config, args, evaluate):
     from controllers.learning.training import ppo, shac
 
     env = shac.make_env(env_config)
-    config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps)
+    config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps, seed=args.seed)
     key = jax.random.key(config.seed)
     k_model, k_env, key = jax.random.split(key, 3)
     model = ppo.ActorCritic.create(k_model, env.nu, config)
@@ -165,7 +173,7 @@ def plot(results, path):
     plt.close(fig)
 
 
-METHODS = ("shac-smooth", "shac-penalty", "ppo", "shac-critic")
+METHODS = ("shac-smooth", "shac-penalty", "ppo", "shac-critic", "shac-init")
 
 
 def run_method(name, args):
@@ -180,6 +188,10 @@ def run_method(name, args):
         return run_shac(smooth.replace(contact="penalty"), args, evaluate)
     if name == "ppo":
         return run_ppo(smooth, args, evaluate)
+    if name == "shac-init":
+        from controllers.learning.policy import load_policy
+
+        return run_shac(smooth, args, evaluate, policy=load_policy(args.init))
     return run_shac(smooth, args, evaluate, critic_bootstrap=True)
 
 
@@ -187,7 +199,8 @@ def task_config(args):
     """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
     from controllers.learning.training.env import EnvConfig
 
-    config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa)
+    config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa,
+                       gait_period=args.gait_period)  # fmt: skip
     return config.with_task(args.vx_range, args.vy_range, args.yaw_range, args.latency,
                             args.push)  # fmt: skip
 
@@ -226,8 +239,20 @@ def main(argv=None):
         help="methods trained at once, one process each (timings then share "
         "the CPU: compare methods only within one run)",
     )
+    parser.add_argument("--init", default=None,
+                        help="a saved policy (save_policy file) for the shac-init method")
+    parser.add_argument("--gait-period", type=float, default=None,
+                        help="[s] the environments' gait clock (for policies that observe it)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="environments and fresh networks of every method")
+    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"),
+                        help="folder for training_curves.json and .png")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    if ("shac-init" in args.methods) != (args.init is not None):
+        raise SystemExit("the shac-init method and --init POLICY go together: give both or neither")
+    if args.init is not None and not os.path.isfile(args.init):
+        raise SystemExit(f"--init: no policy file at {args.init}")
     sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import cpu_name, publish, versions
 
@@ -246,7 +271,7 @@ def main(argv=None):
             results = {m: f.result() for m, f in futures.items()}
     else:
         results = {m: run_method(m, args) for m in args.methods}
-    out_dir = ROOT / "benchmarks" / "results"
+    out_dir = Path(args.results)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "training_curves.json").write_text(json.dumps(results, indent=1))
     plot(results, out_dir / "training_curves.png")
@@ -267,11 +292,14 @@ def main(argv=None):
         f"{args.kappa:g}; SHAC {args.envs} envs x {args.horizon} steps per iteration (actor lr "
         f"{args.lr:g}), PPO {args.ppo_envs} envs x {args.ppo_steps} steps; "
         f"{args.minutes} min of wall time per method, compilation included; "
-        f"{args.jobs} method(s) trained at once on the {os.cpu_count()} cores.",
+        f"{args.jobs} method(s) trained at once on the {os.cpu_count()} cores; seed "
+        f"{args.seed}" + (f"; shac-init from `{args.init}`" if args.init else "")
+        + (f"; gait clock period {args.gait_period:g} s" if args.gait_period else "") + ".",
         "- Evaluation: deterministic policy, 32 fixed resets, 3 s, smooth environment; "
         "tracking error = mean |v_xy - c_xy| until a fall; a threshold counts as reached at "
         "the first evaluation at or below it in which no run fell. Curves: "
-        "`benchmarks/results/training_curves.png` (data: `training_curves.json`).",
+        f"`{os.path.relpath(out_dir / 'training_curves.png', ROOT)}` (data: "
+        "`training_curves.json`).",
         "",
         "| method | compile s | iterations | env steps | final error m/s | best error m/s "
         "| final fell | " + " | ".join(f"to {t} m/s (steps, s)" for t in THRESHOLDS) + " |",
