@@ -205,7 +205,8 @@ def task_config(args):
                             args.push)  # fmt: skip
 
 
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (module docstring); stops with a message on a bad `--init`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default="go2")
     parser.add_argument("--minutes", type=float, default=10.0, help="wall budget per method")
@@ -253,6 +254,11 @@ def main(argv=None):
         raise SystemExit("the shac-init method and --init POLICY go together: give both or neither")
     if args.init is not None and not os.path.isfile(args.init):
         raise SystemExit(f"--init: no policy file at {args.init}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import cpu_name, publish, versions
 

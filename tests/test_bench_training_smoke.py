@@ -1,7 +1,6 @@
 """`benchmarks/bench_training.py --init`: the warm-started method trains from the saved policy
 (issue 16, item 3 needs the same benchmark for a distilled and a fresh start)."""
 
-import argparse
 import json
 
 import equinox as eqx
@@ -29,10 +28,7 @@ def test_shac_init_trains_from_the_saved_policy(tmp_path):
               "--gait-period", "0.4", "--no-write", "--results", str(tmp_path)]  # fmt: skip
     bench.main(["--methods", "shac-init", "--init", str(path), *common])
     curve = json.loads((tmp_path / "training_curves.json").read_text())["shac-init"]["curve"]
-    args = argparse.Namespace(robot="go2", dtype="float64", kappa=300.0, gait_period=0.4,
-                              vx_range=None, vy_range=None, yaw_range=None, latency=None,
-                              push=None)  # fmt: skip
-    evaluate = bench._evaluator(bench.task_config(args))
+    evaluate = bench._evaluator(bench.task_config(bench.parse_args(common)))
     error, fell = evaluate(saved)
     assert abs(curve[0]["tracking_error"] - error) < 0.005
     assert curve[0]["fell_fraction"] == fell
