@@ -23,6 +23,10 @@ States for multiple shooting: the kinematic knots, velocities by finite differen
 
 from __future__ import annotations
 
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from contact.terrain import height as terrain_height
@@ -134,10 +138,11 @@ def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray
     heights = np.asarray(ref.base_height)
     n = xy.shape[0]
     base_q = np.zeros((n, 7))
+    # terrain heights of all points in one call (its functions are elementwise): one eager JAX
+    # call per point cost 0.3 s of the 0.6 s guess of a 100-knot trot
+    base_q[:, 0:2] = xy
+    base_q[:, 2] = np.asarray(terrain_height(terrain, xy[:, 0], xy[:, 1])) + heights
     for t in range(n):
-        ground = float(terrain_height(terrain, xy[t, 0], xy[t, 1]))
-        base_q[t, 0:2] = xy[t]
-        base_q[t, 2] = ground + heights[t]
         base_q[t, 3:7] = _yaw_quaternion(yaw[t])
 
     pin_model, data, foot_ids = _pinocchio(model)
@@ -174,10 +179,9 @@ def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray
     for t in range(n):
         for i in range(len(foot_ids)):
             a = 0.5 - 0.5 * np.cos(np.pi * blend[t, i])
-            p = (1 - a) * foothold(prev[t, i], i) + a * foothold(nxt[t, i], i)
-            ground = float(terrain_height(terrain, p[0], p[1]))
-            p[2] = ground + radius[i] + swing[t, i]
-            feet[t, i] = p
+            feet[t, i] = (1 - a) * foothold(prev[t, i], i) + a * foothold(nxt[t, i], i)
+    ground = np.asarray(terrain_height(terrain, feet[..., 0], feet[..., 1]))
+    feet[..., 2] = ground + radius[None, :] + swing
     return base_q, feet, (xy, yaw)
 
 
@@ -257,8 +261,9 @@ def kinematic_guess(problem: P.Problem):
     q[0] = np.asarray(problem.data.x0.q)
     dt = problem.dt_knot
     v = np.zeros((q.shape[0], model.nv))
-    for t in range(q.shape[0] - 1):
-        v[t + 1] = np.asarray(difference(model, q[t], q[t + 1])) / dt
+    # all knots in one (vmapped, eager) call: per knot it was 0.6 s of eager dispatch at 100 knots
+    step = jax.vmap(functools.partial(difference, model))(jnp.asarray(q[:-1]), jnp.asarray(q[1:]))
+    v[1:] = np.asarray(step) / dt
     v[0] = np.asarray(problem.data.x0.v)
     stance = np.asarray(problem.data.reference.stance)
     tau = holding_torques(model, q, stance)
