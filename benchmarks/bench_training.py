@@ -277,6 +277,12 @@ def main(argv=None):
             results = {m: f.result() for m, f in futures.items()}
     else:
         results = {m: run_method(m, args) for m in args.methods}
+    for name, r in results.items():  # what `benchmarks/training_seeds.py` groups runs by
+        r["settings"] = {
+            "method": name, "seed": args.seed, "minutes": args.minutes,
+            "lr": None if name == "ppo" else args.lr, "init": args.init,
+            "gait_period": args.gait_period, "arguments": list(argv or sys.argv[1:]),
+        }  # fmt: skip
     out_dir = Path(args.results)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "training_curves.json").write_text(json.dumps(results, indent=1))

@@ -47,7 +47,8 @@ def test_bench_trajopt_tiny(tmp_path, allow_rank_promotion):
         assert run["iterations"] <= 1 and math.isfinite(run["cost"])
         assert run["status"] in ("converged", "max_iterations", "line_search_failed")
     split = r["split"]
-    for key in ("linearisation", "backward", "line_search", "total", "per_knot_forward_s"):
+    keys = ("linearisation", "backward", "line_search", "total", "per_knot_forward_s", "guess_s")
+    for key in keys:
         assert math.isfinite(split[key]) and split[key] >= 0.0
     text = out.read_text()
     assert bench.SECTION in text and "## Contact step (issue 3)" in text and "kept" in text
