@@ -30,6 +30,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from benchmarks.bench_training import first_reaching  # noqa: E402  (the one definition of "reached")
+
 HEADING = "## Policy training: methods over seeds (issue 16, items 3 and 5)"
 THRESHOLDS = (0.3, 0.2, 0.1)  # [m/s]
 WARM, FRESH = "shac-init", "shac-smooth"
@@ -55,14 +59,6 @@ def load_runs(folders) -> dict[str, list[dict]]:
                 raise ValueError(f"{path}: method {method!r} has no evaluations")
             runs.setdefault(method, []).append({**run, "folder": str(folder)})
     return runs
-
-
-def first_reaching(curve, threshold):
-    """The first evaluation with error <= `threshold` [m/s] and no fall, or None."""
-    for point in curve:
-        if point["tracking_error"] <= threshold and point["fell_fraction"] == 0.0:
-            return point
-    return None
 
 
 def _spread(values):
