@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.bench_training import first_reaching  # noqa: E402  (the one definition of "reached")
 
 HEADING = "## Policy training: methods over seeds (issue 16, items 3 and 5)"
-THRESHOLDS = (0.3, 0.2, 0.1)  # [m/s]
+THRESHOLDS = (0.3, 0.1)  # [m/s]
 WARM, FRESH = "shac-init", "shac-smooth"
 
 
@@ -116,10 +116,16 @@ def warm_against_fresh(summaries: dict, threshold: float = 0.1) -> str | None:
             f"{verdict}. How much longer the fresh start needs is not measured."
         )
     if fresh["count"] < n_fresh:
+        # a fresh seed that never reached it took longer than its budget: a lower bound
+        budgets = summaries[FRESH]["budget_s"]
+        bound = sum(b if w is None else w for w, b in zip(fresh["wall_s"], budgets)) / n_fresh
+        verdict = "met (as a bound)" if warm_mean <= 0.5 * bound else "not shown"
         return (
-            f"The fresh start reached {threshold} m/s on {fresh['count']} of {n_fresh} seeds "
-            f"only (mean {fresh['wall_spread'][0]:.0f} s where it did); the warm start on all "
-            f"{n_warm}, mean {warm_mean:.0f} s, at most {warm_high:.0f} s."
+            f"The fresh start reached {threshold} m/s with no fall on {fresh['count']} of "
+            f"{n_fresh} seeds (mean {fresh['wall_spread'][0]:.0f} s where it did); counting the "
+            f"others at their budget, its mean time is more than {bound:.0f} s. The warm start "
+            f"reached it on all {n_warm}, mean {warm_mean:.0f} s, at most {warm_high:.0f} s: "
+            f"the bar (half the fresh start's time) is {verdict}."
         )
     fresh_mean = fresh["wall_spread"][0]
     verdict = "met" if warm_mean <= 0.5 * fresh_mean else "not met"
@@ -130,50 +136,53 @@ def warm_against_fresh(summaries: dict, threshold: float = 0.1) -> str | None:
     )
 
 
-def _held(curve, key, grid):
-    """The curve's tracking error at each `grid` value of `key` (env_steps or wall_time):
-    the last evaluation at or before it (NaN before the first)."""
+def _held(curve, key, grid, value="tracking_error"):
+    """The curve's `value` at each `grid` value of `key` (env_steps or wall_time): the last
+    evaluation at or before it (NaN before the first)."""
     import numpy as np
 
     xs = np.asarray([p[key] for p in curve], float)
-    ys = np.asarray([p["tracking_error"] for p in curve], float)
+    ys = np.asarray([p[value] for p in curve], float)
     index = np.searchsorted(xs, grid, side="right") - 1
     return np.where(index >= 0, ys[np.clip(index, 0, None)], np.nan)
 
 
 def plot(runs: dict[str, list[dict]], path: Path, threshold: float = 0.1) -> None:
-    """Mean curve and lowest-highest band per method, against env steps and wall time."""
+    """Mean curve and lowest-highest band per method, against env steps and wall time: the
+    tracking error (top) and the fraction of evaluation runs that fell (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex="col")
     for name, method_runs in runs.items():
-        for ax, key in zip(axes, ("env_steps", "wall_time")):
+        for column, key in enumerate(("env_steps", "wall_time")):
             end = min(r["curve"][-1][key] for r in method_runs)
             start = max(r["curve"][0][key] for r in method_runs)
             grid = np.linspace(start, end, 200)
-            errors = np.stack([_held(r["curve"], key, grid) for r in method_runs])
-            mean = errors.mean(axis=0)
-            line = ax.plot(grid, mean, label=f"{name} ({len(method_runs)} seeds)")[0]
-            ax.fill_between(
-                grid, errors.min(axis=0), errors.max(axis=0), color=line.get_color(), alpha=0.2
-            )
-    for ax, label in zip(
-        axes, ("environment steps (policy steps)", "training wall time [s] (compilation included)")
-    ):
-        ax.axhline(threshold, color="k", lw=0.8, ls="--")
-        ax.set_xlabel(label)
-        ax.set_ylabel("tracking error |v_xy - c_xy| [m/s]")
-        ax.set_yscale("log")
-        ax.grid(True, alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-    fig.suptitle(
-        "Velocity tracking during training: mean over seeds, band = lowest to highest "
-        f"seed (dashed: {threshold} m/s)"
-    )
+            for row, value in enumerate(("tracking_error", "fell_fraction")):
+                ax = axes[row, column]
+                curves = np.stack([_held(r["curve"], key, grid, value) for r in method_runs])
+                line = ax.plot(
+                    grid, curves.mean(axis=0), label=f"{name} ({len(method_runs)} seeds)"
+                )
+                ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0),
+                                color=line[0].get_color(), alpha=0.2)  # fmt: skip
+    for column, label in enumerate(("environment steps (policy steps)",
+                                    "training wall time [s] (compilation included)")):  # fmt: skip
+        top, bottom = axes[0, column], axes[1, column]
+        top.axhline(threshold, color="k", lw=0.8, ls="--")
+        top.set_ylabel("tracking error |v_xy - c_xy| [m/s]")
+        top.set_yscale("log")
+        bottom.set_ylabel("evaluation runs that fell")
+        bottom.set_xlabel(label)
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3, which="both")
+            ax.legend(fontsize=8)
+    fig.suptitle("Training: mean over seeds, band = lowest to highest seed (32 fixed resets, 3 s; "
+                 f"dashed: {threshold} m/s)")  # fmt: skip
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
