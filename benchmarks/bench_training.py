@@ -85,7 +85,8 @@ def run_ppo(env_config, args, evaluate):
     config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps, seed=args.seed)
     key = jax.random.key(config.seed)
     k_model, k_env, key = jax.random.split(key, 3)
-    model = ppo.ActorCritic.create(k_model, env.nu, config)
+    # with --gait-period the environment's observation carries the clock: so must the policy's
+    model = ppo.ActorCritic.create(k_model, env.nu, config, clock=env.clock)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))  # fmt: skip
     opt_state = optimizer.init(eqx.filter(model, ppo._trainable(model)))

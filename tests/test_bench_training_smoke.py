@@ -38,3 +38,14 @@ def test_shac_init_trains_from_the_saved_policy(tmp_path):
         bench.main(["--methods", "shac-smooth", "--init", str(path), *common])
     with pytest.raises(SystemExit, match="no policy file"):
         bench.main(["--methods", "shac-init", "--init", str(tmp_path / "none.eqx"), *common])
+
+
+@pytest.mark.slow  # about 1 min: PPO's iteration compiles for Go2
+def test_ppo_observes_the_gait_clock_of_the_environment(tmp_path):
+    """With --gait-period the environments observe the clock; PPO's fresh policy must too (it
+    was built without it and stopped on the observation's size, 51 against 48)."""
+    bench = load_benchmark("bench_training")
+    bench.main(["--methods", "ppo", "--minutes", "0.01", "--ppo-envs", "4", "--ppo-steps", "4",
+                "--gait-period", "0.4", "--no-write", "--results", str(tmp_path)])  # fmt: skip
+    run = json.loads((tmp_path / "training_curves.json").read_text())["ppo"]
+    assert run["curve"] and run["settings"]["gait_period"] == 0.4
