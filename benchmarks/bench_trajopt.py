@@ -513,19 +513,22 @@ def targets(results: dict, s) -> list[str]:
         )
     )
     out += [
-        "- Why: forward-mode AD pushes all 60 tangent directions through the whole knot "
-        "(generic ABA, foot kinematics and Jacobians, Delassus matrix, the Gauss-Seidel sweeps "
-        "of the contact solve, the PD), so a Jacobian costs tens of forward steps; Crocoddyl "
-        "evaluates hand-derived analytic derivatives (Pinocchio's ABA derivatives, about "
-        "15 us) of a rigid-contact KKT dynamics with no iterative contact solve. An "
-        "iteration is three jitted calls (all knots linearised with `lax.map`, the Riccati "
-        "recursion as a `lax.scan`, the line search's trials in one `while_loop`); `other` is "
-        "the Python around them and host transfers. Line-search rollouts are cheap per trial "
-        "but several trials per iteration are common from a standing start.",
-        "- Where to gain: implicit-function derivatives of the contact solve instead of "
-        "differentiating through every sweep (issue 15, item 1); cheaper rigid-body "
-        "derivatives (item 2); fewer sweeps or float32 inside the linearisation; "
-        "reverse-mode/VJP products for the Gauss-Newton terms instead of full residual "
+        "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
+        "previous control skip the dynamics) through the knot's contact step and residuals: the "
+        "dense rigid-body terms (their joint-angle Jacobian formed once by the floating-base "
+        "rule), the mass-matrix solves (differentiated by `dM X` products), the Delassus "
+        "products, the Gauss-Seidel sweeps (unrolled: the solvers differentiate the iterate they "
+        "simulate), the PD. Each direction costs about one batched forward step, and the time "
+        "follows the compiled program's operation count, not its arithmetic (BENCHMARKS.md, "
+        "\"Where one step's Jacobian goes\"). Crocoddyl evaluates hand-derived analytic "
+        "derivatives (Pinocchio's, about 15 us per ABA) of a rigid-contact KKT dynamics with no "
+        "iterative contact solve. An iteration is three jitted calls (all knots linearised with "
+        "`lax.map`, the Riccati recursion as a `lax.scan`, the line search's trials in one "
+        "`while_loop`); `other` is the Python around them and host transfers.",
+        "- Where to gain: fewer operations per tangent direction, i.e. analytic derivatives of "
+        "the dense rigid-body terms (`dS_d = S_k x S_d` and `dI = S_k x* I - I S_k x` over a "
+        "joint's subtree, and the RNEA bias term's own derivative) in place of `jacfwd` through "
+        "them; reverse-mode/VJP products for the Gauss-Newton terms instead of full residual "
         "Jacobians.",
         "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
         "averages); both solvers were pinned to core 0, which others could also use. Wall "
