@@ -49,12 +49,12 @@ READING = """
   choice of rule does not change the accuracy there; more sweeps do.
 - Since 2026-12-02 the rigid-body terms are dense world-frame products
   (`dynamics/dense_terms.py`): the knot's forward step and its linearisation both got about 2x
-  faster (section "Where one step's Jacobian goes"), so their ratio stays near 8x. What
+  faster (section "Where one step's Jacobian goes"), so their ratio stays at 6-9x. What
   remains is forward-mode AD itself: 48 + 12 tangent directions, each costing about what one
   forward step costs when many are batched. The issue's 4x needs fewer directions through the
   expensive parts or analytic derivatives of the dense terms; not done yet.
-- The reverse-mode gradient of the rollout with implicit derivatives is 2.5x the rollout (the
-  issue's target: 3x or less); unrolled, 4.9x.
+- The reverse-mode gradient of the rollout with implicit derivatives is within the issue's 3x
+  in every run so far (1.9-2.5x; unrolled 3.7-4.9x).
 - The machine is shared: single timings move by 30-50 % between runs; compare ratios from one
   run.
 """
