@@ -2,7 +2,7 @@
 
     python benchmarks/training_seeds.py RUN_DIR [RUN_DIR ...]              # print the table
     python benchmarks/training_seeds.py RUN_DIR ... --write                # and BENCHMARKS.md
-    python benchmarks/training_seeds.py RUN_DIR ... --threshold 0.1 --png out.png
+    python benchmarks/training_seeds.py RUN_DIR ... --png out.png          # the curves elsewhere
 
 Each `RUN_DIR` holds the `training_curves.json` of one `benchmarks/bench_training.py` run (one
 seed, one or more methods: `--seed S --results RUN_DIR`). The runs are grouped by method; a
@@ -15,10 +15,10 @@ policy) against `shac-smooth` (fresh): the warm start's time to the threshold ag
 fresh start's, seed by seed and on average; a fresh run that never reached it counts as "more
 than its budget", so the comparison is then a bound, and says so.
 
-Curves (`--png`, default `benchmarks/results/training_seeds.png`): the tracking error against
-environment steps and against training wall time, per method the mean over seeds (each seed's
-evaluations held until its next one, on a common grid up to the shortest run's end) with a band
-from the lowest to the highest seed.
+Curves (`--png`, default `benchmarks/results/training_seeds.png`): the tracking error and the
+fraction of evaluation runs that fell, against environment steps and against training wall
+time, per method the mean over seeds (each seed's evaluations held until its next one, on a
+common grid up to the shortest run's end) with a band from the lowest to the highest seed.
 """
 
 from __future__ import annotations
@@ -251,7 +251,6 @@ def parse_args(argv=None):
 
 def main(argv=None) -> str:
     args = parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import publish
 
     try:

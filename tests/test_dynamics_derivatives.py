@@ -22,21 +22,22 @@ def _tangent_fd(model):
     return fd
 
 
-# Reverse mode is the transposition of the same code for every robot; its Jacobian compiles
-# for about 20 s per robot, so it is compared with Pinocchio on one (as `check_grads` below).
-REVERSE_MODE_ROBOT = "anymal_c"
+# The robot of the checks that run on one robot only: reverse mode is the transposition of the
+# same code for every robot (its ABA Jacobian compiles for about 20 s per robot) and
+# `check_grads` follows the same code path; ANYmal C has aligned and unaligned revolute joints.
+SHARED_PATH_ROBOT = "anymal_c"
 
 
 @pytest.fixture(scope="module")
 def aba_jacobians(model, random_states):
-    """Forward-mode (and on `REVERSE_MODE_ROBOT` reverse-mode, else None) Jacobians of ABA
+    """Forward-mode (and on `SHARED_PATH_ROBOT` reverse-mode, else None) Jacobians of ABA
     w.r.t. (dq, v, tau) on N_STATES states."""
     q, v, tau = (x[:N_STATES] for x in random_states)
     fd = _tangent_fd(model)
     dq0 = jnp.zeros(model.nv)
     fwd = jax.jit(jax.vmap(jax.jacfwd(fd, argnums=(1, 2, 3)), in_axes=(0, None, 0, 0)))
     rev = None
-    if model.name == REVERSE_MODE_ROBOT:
+    if model.name == SHARED_PATH_ROBOT:
         rev = jax.jit(jax.vmap(jax.jacrev(fd, argnums=(1, 2, 3)), in_axes=(0, None, 0, 0)))
         rev = rev(q, dq0, v, tau)
     return (q, v, tau), fwd(q, dq0, v, tau), rev
@@ -80,11 +81,13 @@ def test_aba_derivatives_match_central_differences(model, aba_jacobians):
 
 def test_check_grads_on_main_functions(model, random_states):
     """`check_grads` (fwd and rev) on every main function, run eagerly (jit would recompile for
-    each of check_grads' jvp/vjp calls). One robot: the code path is shared by all robots and
-    the Pinocchio derivative tests above already cover each of them; ANYmal C has both aligned
-    and unaligned revolute joints."""
-    if model.name != "anymal_c":
-        pytest.skip("check_grads runs on anymal_c only (shared code path, ~30 s per robot)")
+    each of check_grads' jvp/vjp calls). One robot (`SHARED_PATH_ROBOT`): the code path is
+    shared by all robots and the Pinocchio derivative tests above cover each of them in forward
+    mode."""
+    if model.name != SHARED_PATH_ROBOT:
+        pytest.skip(
+            f"check_grads runs on {SHARED_PATH_ROBOT} only (shared code path, ~30 s per robot)"
+        )
     q, v, tau = (jnp.asarray(x[0]) for x in random_states)
     dq = jnp.asarray(random_states[1][1]) * 0.1
 
