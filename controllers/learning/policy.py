@@ -40,6 +40,8 @@ a test checks that they agree.
 The network: `observation -> clip((obs - mean) / std, +-5) -> MLP (ELU) -> action`, with the
 normalisation statistics stored in the policy (`Normalizer`, updated from the training data,
 not by gradients).
+`average_policies` turns K such policies sharing a normaliser into one K times as wide whose
+action is the mean of theirs (averaged students in distillation).
 """
 
 from __future__ import annotations
@@ -191,3 +193,69 @@ def load_policy(path: str) -> Policy:
             return eqx.tree_deserialise_leaves(f, template)
         except (ValueError, KeyError, UnicodeDecodeError, RuntimeError) as err:
             raise ValueError(f"{path} is not a policy written by save_policy: {err}") from err
+
+
+def average_policies(policies) -> Policy:
+    """One `Policy` whose action is the mean of `policies`' actions, exactly (to rounding).
+
+    The members must share the normaliser (students cloned on the same data with
+    `fit_normalizer=True` do), the layer count and the width `h`. With `K` members the result
+    is one ELU MLP of width `K h`: the first layer stacks the members' `W_0 (h, n)` into
+    `(K h, n)`, every hidden layer is block diagonal `diag(W_l^1, ..., W_l^K)`, and the last is
+    `[W_L^1, ..., W_L^K] / K` `(nu, K h)` with bias `mean_k b_L^k`. ELU acts elementwise, so
+    block `k` of every hidden activation is member `k`'s, and the last layer averages them:
+
+        average(obs) = (1/K) sum_k policy_k(obs).
+
+    The averaged students are an ensemble (bagging over initialisations and minibatch orders);
+    as one MLP it exports and deploys like any policy. Raises TypeError for a member that is
+    not a Policy and ValueError naming the member and the mismatch otherwise."""
+    policies = list(policies)
+    if not policies:
+        raise ValueError("policies is empty: give at least one Policy")
+    for k, p in enumerate(policies):
+        if not isinstance(p, Policy):
+            raise TypeError(f"policies[{k}] is a {type(p).__name__}, not a Policy")
+    first = policies[0]
+    for k, p in enumerate(policies[1:], start=1):
+        if (p.mlp.in_size, p.nu, p.mlp.width_size, p.mlp.depth) != (
+            first.mlp.in_size, first.nu, first.mlp.width_size, first.mlp.depth,
+        ):  # fmt: skip
+            raise ValueError(
+                f"policies[{k}] has (inputs, outputs, width, depth) "
+                f"{(p.mlp.in_size, p.nu, p.mlp.width_size, p.mlp.depth)}, policies[0] "
+                f"{(first.mlp.in_size, first.nu, first.mlp.width_size, first.mlp.depth)}"
+            )
+        for name in ("mean", "var"):
+            a, b = getattr(p.normalizer, name), getattr(first.normalizer, name)
+            if not bool(jnp.array_equal(a, b)):
+                raise ValueError(
+                    f"policies[{k}]'s normaliser {name} differs from policies[0]'s: average "
+                    "students fitted on the same data (behaviour_cloning fit_normalizer=True)"
+                )
+    if len(policies) == 1:
+        return first
+    k_count = len(policies)
+    layers = [p.mlp.layers for p in policies]
+    weights, biases = [], []
+    for i in range(len(first.mlp.layers)):
+        w = [ls[i].weight for ls in layers]
+        b = [ls[i].bias for ls in layers]
+        if i == 0:
+            weights.append(jnp.concatenate(w, axis=0))
+            biases.append(jnp.concatenate(b))
+        elif i == len(first.mlp.layers) - 1:
+            weights.append(jnp.concatenate(w, axis=1) / k_count)
+            biases.append(sum(b) / k_count)
+        else:
+            weights.append(jax.scipy.linalg.block_diag(*w))
+            biases.append(jnp.concatenate(b))
+    dtype = first.normalizer.mean.dtype
+    wide = Policy.create(jax.random.key(0), first.nu, (k_count * first.mlp.width_size,)
+                         * first.mlp.depth, dtype=dtype, clock=first.clock)  # fmt: skip
+    mlp = eqx.tree_at(
+        lambda m: [leaf for layer in m.layers for leaf in (layer.weight, layer.bias)],
+        wide.mlp,
+        [leaf.astype(dtype) for pair in zip(weights, biases) for leaf in pair],
+    )
+    return Policy(first.normalizer, mlp)
