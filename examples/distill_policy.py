@@ -12,8 +12,14 @@
    `--dart-seconds S`: also `--dart-runs` MPC runs of S s per command with noise on its actions
    (DART, `--dart-noise`), every visited state labelled with the MPC's own action
    (`distill.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps only those.
+   `--dart-starts N --dart-start-seconds S` (default 2 s): N more DART runs per command, only
+   the first S s from standing (seeds after the long runs'): more of the start, where the
+   students fall (BENCHMARKS.md, "Averaged students").
    `--expert-iterations N`: the MPC expert (DART, DAgger) runs N FDDP iterations per cycle.
-2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`).
+2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`). `--students K`: K
+   networks cloned on the same data (network seeds `--seed` .. `--seed` + K - 1: their own
+   initialisation and minibatch order), averaged into one policy (`controllers.learning.policy.
+   average_policies`: one MLP K times as wide whose action is the mean of theirs).
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
 alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.learning.policy.
@@ -31,7 +37,7 @@ import jax
 import numpy as np
 
 import dynamics
-from controllers.learning.policy import Policy, save_policy
+from controllers.learning.policy import Policy, average_policies, save_policy
 from controllers.learning.training import distill
 from trajopt.gaits import gait_period as default_gait_period
 
@@ -48,7 +54,8 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
         devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1,
-        dart_runs=1, expert_iterations=1):  # fmt: skip
+        dart_runs=1, expert_iterations=1, students=1, dart_starts=0,
+        dart_start_seconds=2.0):  # fmt: skip
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
@@ -56,10 +63,16 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     commands = distill.commands_grid(vx, vy, yaw)
     if int(expert_iterations) != expert_iterations or expert_iterations < 1:
         raise ValueError(f"expert_iterations must be a positive integer, got {expert_iterations}")
+    if int(students) != students or students < 1:
+        raise ValueError(f"students must be a positive integer, got {students}")
     mpc_options = {"horizon": mpc_horizon, "iterations": int(expert_iterations)}
     folder = os.path.join(out, "dataset")
     if not solves and not dart_seconds > 0:
         raise ValueError("no data: --no-solves needs --dart-seconds > 0")
+    if int(dart_starts) != dart_starts or dart_starts < 0:
+        raise ValueError(f"dart_starts must be a non-negative integer, got {dart_starts}")
+    if dart_starts and not dart_start_seconds > 0:
+        raise ValueError(f"dart_start_seconds must be positive, got {dart_start_seconds}")
     parts = []
     if solves:
         parts.append(distill.build_dataset(
@@ -75,11 +88,34 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         ))  # fmt: skip
         print(f"dataset: {len(parts[-1])} samples from {dart_runs * len(commands)} MPC runs "
               f"with noise {dart_noise} (DART)")  # fmt: skip
-    data = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    if dart_starts:
+        parts.append(distill.expert_rollouts(
+            robot, commands, gait=gaits[0], seconds=dart_start_seconds, noise=dart_noise,
+            seed=seed + (dart_runs if dart_seconds > 0 else 0), runs=dart_starts, clock=clock,
+            mpc_options=mpc_options, folder=os.path.join(out, "dart"),
+        ))  # fmt: skip
+        print(f"dataset: {len(parts[-1])} samples from {dart_starts * len(commands)} starts of "
+              f"{dart_start_seconds} s (DART)")  # fmt: skip
+    data = parts[0]
+    for part in parts[1:]:
+        data = data + part
     model = dynamics.load_robot(robot)
-    policy = Policy.create(jax.random.key(seed), model.nu, clock=clock)
     period = default_gait_period(robot, gaits[0]) if clock else None
-    policy, bc = distill.behaviour_cloning(policy, data, epochs=bc_epochs, seed=seed)
+    members, reports = [], []
+    for k in range(int(students)):
+        member = Policy.create(jax.random.key(seed + k), model.nu, clock=clock)
+        member, bc_k = distill.behaviour_cloning(member, data, epochs=bc_epochs, seed=seed + k)
+        members.append(member)
+        reports.append(bc_k)
+        if students > 1:
+            print(f"student {k + 1}/{students} (network seed {seed + k}): imitation loss "
+                  f"{bc_k['initial_loss']:.4f} -> {bc_k['final_loss']:.4f}")  # fmt: skip
+    policy, bc = average_policies(members), dict(reports[0])
+    if students > 1:
+        obs, actions = np.asarray(data.obs, np.float32), np.asarray(data.actions, np.float32)
+        bc["student_final_losses"] = [r["final_loss"] for r in reports]
+        bc["final_loss"] = float(distill.imitation_loss(policy, obs, actions))
+        bc["seconds"] = sum(r["seconds"] for r in reports)
     plant = distill.Plant(robot)
     evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds, period)
     ratio = bc["initial_loss"] / bc["final_loss"]
@@ -88,8 +124,11 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
           f" m/s, fell {evaluation['fell_fraction']:.0%}")  # fmt: skip
     report = {"robot": robot, "gaits": list(gaits), "commands": commands, "samples": len(data),
               "gait_clock_period": period,
+              "students": int(students),
               "sources": {"solves": solves, "dart_seconds": dart_seconds,
                           "dart_noise": dart_noise, "dart_runs": dart_runs,
+                          "dart_starts": int(dart_starts),
+                          "dart_start_seconds": dart_start_seconds,
                           "expert": mpc_options},
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
@@ -141,6 +180,9 @@ def main(argv=None):
     parser.add_argument("--expert-iterations", type=int, default=1,
                         help="FDDP iterations per MPC cycle of the expert (DART and DAgger)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--students", type=int, default=1,
+                        help="networks cloned on the same data (seeds --seed, --seed + 1, ...) "
+                             "and averaged into one policy")  # fmt: skip
     parser.add_argument("--out", default="results/distill")
     parser.add_argument("--batched", action="store_true",
                         help="solve each gait's command grid in one batched FDDP call")
@@ -157,12 +199,17 @@ def main(argv=None):
                         help="DART noise on the MPC's executed actions [action units]")
     parser.add_argument("--dart-runs", type=int, default=1,
                         help="DART runs per command, each with its own noise")
+    parser.add_argument("--dart-starts", type=int, default=0,
+                        help="more DART runs per command, only their start (--dart-start-seconds)")
+    parser.add_argument("--dart-start-seconds", type=float, default=2.0,
+                        help="length of each --dart-starts run [s]")
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
                args.devices, args.clock, args.solves, args.dart_seconds,
-               args.dart_noise, args.dart_runs, args.expert_iterations)  # fmt: skip
+               args.dart_noise, args.dart_runs, args.expert_iterations,
+               args.students, args.dart_starts, args.dart_start_seconds)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -135,6 +135,16 @@ def test_a_dart_run_is_named_by_its_expert_options_beyond_the_defaults():
     )
 
 
+def test_a_dart_run_is_named_by_its_length_to_every_digit():
+    """Runs of 10 s keep the name they were saved under; runs shorter than a tenth of a second
+    (or not on a tenth) are named to every digit, so two lengths never share a saved run."""
+    name = distill._rollout_name("go2", "trot", (0.5, 0.0, 0.0), 10.0, 0.1, 0)
+    assert name == "dart_go2_trot_vx+0.50_vy+0.00_wz+0.00_T10.0_noise0.100_seed0"
+    short = {distill._rollout_name("go2", "trot", (0.5, 0, 0), t, 0.1, 0) for t in (0.03, 0.04)}
+    assert len(short) == 2 and any("_T0.04_" in n for n in short)
+    assert "_T2.0_" in distill._rollout_name("go2", "trot", (0.5, 0, 0), 2.0, 0.1, 2)
+
+
 def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch):
     """`expert_rollouts` (DART): every label is the expert's own action, the plant executes
     label + noise (read back from the next observation's last action, the noise redrawn from the

@@ -463,7 +463,10 @@ def _rollout_name(robot, gait, command, seconds, noise, seed, mpc_options=None):
     for the default expert), so a run of another expert is never reused for this one."""
     vx, vy, wz = command
     expert = "".join(f"_{k}={v}" for k, v in sorted(_non_default_mpc_options(mpc_options).items()))
-    return (f"dart_{robot}_{gait}_vx{vx:+.2f}_vy{vy:+.2f}_wz{wz:+.2f}_T{seconds:.1f}"
+    # one decimal where it is exact (the names runs were saved under), all digits otherwise:
+    # runs of 0.04 s and 0.03 s must not share a name
+    length = f"{seconds:.1f}" if round(seconds, 1) == seconds else f"{seconds:g}"
+    return (f"dart_{robot}_{gait}_vx{vx:+.2f}_vy{vy:+.2f}_wz{wz:+.2f}_T{length}"
             f"_noise{noise:.3f}_seed{seed}{expert}")  # fmt: skip
 
 
