@@ -20,6 +20,9 @@
    networks cloned on the same data (network seeds `--seed` .. `--seed` + K - 1: their own
    initialisation and minibatch order), averaged into one policy (`controllers.learning.policy.
    average_policies`: one MLP K times as wide whose action is the mean of theirs).
+   `--dagger-failures`: then each student runs alone at every command; where it falls it runs
+   again for `--dagger-seconds` from standing with the MPC labelling its states
+   (`distill.failure_runs`), and all students are cloned again on the data plus those.
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
 alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.learning.policy.
@@ -50,12 +53,31 @@ def _evaluate(policy, plant, commands, seconds, gait_period=None):
             "velocity_error": ev["velocity_error"].tolist()}  # fmt: skip
 
 
+def _clone_students(data, nu, clock, seed, students, epochs):
+    """`students` fresh networks (seeds `seed` ..) cloned on `data`: `(members, report)`, the
+    first one's behaviour-cloning report plus every student's final loss and the total time."""
+    members, reports = [], []
+    for k in range(students):
+        member = Policy.create(jax.random.key(seed + k), nu, clock=clock)
+        member, bc_k = distill.behaviour_cloning(member, data, epochs=epochs, seed=seed + k)
+        members.append(member)
+        reports.append(bc_k)
+        if students > 1:
+            print(f"student {k + 1}/{students} (network seed {seed + k}): imitation loss "
+                  f"{bc_k['initial_loss']:.4f} -> {bc_k['final_loss']:.4f}")  # fmt: skip
+    bc = dict(reports[0])
+    if students > 1:
+        bc["student_final_losses"] = [r["final_loss"] for r in reports]
+        bc["seconds"] = sum(r["seconds"] for r in reports)
+    return members, bc
+
+
 def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,), duration=1.0,
         iterations=30, bc_epochs=300, dagger_rounds=2, dagger_seconds=2.0, eval_seconds=3.0,
         mpc_horizon=0.5, out="results/distill", seed=0, batched=False,
         devices=None, clock=False, solves=True, dart_seconds=0.0, dart_noise=0.1,
         dart_runs=1, expert_iterations=1, students=1, dart_starts=0,
-        dart_start_seconds=2.0):  # fmt: skip
+        dart_start_seconds=2.0, dagger_failures=False):  # fmt: skip
     """The whole build (module docstring). `clock`: the dataset's observations and the policy's
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
@@ -101,22 +123,22 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         data = data + part
     model = dynamics.load_robot(robot)
     period = default_gait_period(robot, gaits[0]) if clock else None
-    members, reports = [], []
-    for k in range(int(students)):
-        member = Policy.create(jax.random.key(seed + k), model.nu, clock=clock)
-        member, bc_k = distill.behaviour_cloning(member, data, epochs=bc_epochs, seed=seed + k)
-        members.append(member)
-        reports.append(bc_k)
-        if students > 1:
-            print(f"student {k + 1}/{students} (network seed {seed + k}): imitation loss "
-                  f"{bc_k['initial_loss']:.4f} -> {bc_k['final_loss']:.4f}")  # fmt: skip
-    policy, bc = average_policies(members), dict(reports[0])
+    plant = distill.Plant(robot)
+    members, bc = _clone_students(data, model.nu, clock, seed, int(students), bc_epochs)
+    failures = None
+    if dagger_failures:
+        new, failures = distill.failure_runs(
+            members, plant=plant, commands=commands, gait=gaits[0], seconds=dagger_seconds,
+            eval_seconds=eval_seconds, mpc_options=mpc_options,
+        )  # fmt: skip
+        print(f"DAgger at the students' falls: {len(new)} samples from "
+              f"{sum(map(len, failures['falls']))} runs; cloning again")  # fmt: skip
+        data = data + new
+        members, bc = _clone_students(data, model.nu, clock, seed, int(students), bc_epochs)
+    policy = average_policies(members)
     if students > 1:
         obs, actions = np.asarray(data.obs, np.float32), np.asarray(data.actions, np.float32)
-        bc["student_final_losses"] = [r["final_loss"] for r in reports]
         bc["final_loss"] = float(distill.imitation_loss(policy, obs, actions))
-        bc["seconds"] = sum(r["seconds"] for r in reports)
-    plant = distill.Plant(robot)
     evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds, period)
     ratio = bc["initial_loss"] / bc["final_loss"]
     print(f"behaviour cloning: imitation loss {bc['initial_loss']:.4f} -> {bc['final_loss']:.4f}"
@@ -131,6 +153,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
                           "dart_start_seconds": dart_start_seconds,
                           "expert": mpc_options},
               "behaviour_cloning": {k: v for k, v in bc.items() if k != "epoch_losses"},
+              "dagger_failures": failures,
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
         policy, data, rounds = distill.dagger(
@@ -203,13 +226,17 @@ def main(argv=None):
                         help="more DART runs per command, only their start (--dart-start-seconds)")
     parser.add_argument("--dart-start-seconds", type=float, default=2.0,
                         help="length of each --dart-starts run [s]")
+    parser.add_argument("--dagger-failures", action="store_true",
+                        help="after cloning, DAgger runs of each student where it falls "
+                             "(--dagger-seconds each), then clone the students again")  # fmt: skip
     args = parser.parse_args(argv)
     return run(args.robot, tuple(args.gaits), args.vx, args.vy, args.yaw, args.duration,
                args.iterations, args.bc_epochs, args.dagger_rounds, args.dagger_seconds,
                args.eval_seconds, args.mpc_horizon, args.out, args.seed, args.batched,
                args.devices, args.clock, args.solves, args.dart_seconds,
                args.dart_noise, args.dart_runs, args.expert_iterations,
-               args.students, args.dart_starts, args.dart_start_seconds)  # fmt: skip
+               args.students, args.dart_starts, args.dart_start_seconds,
+               args.dagger_failures)  # fmt: skip
 
 
 if __name__ == "__main__":

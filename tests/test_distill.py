@@ -145,6 +145,53 @@ def test_a_dart_run_is_named_by_its_length_to_every_digit():
     assert "_T2.0_" in distill._rollout_name("go2", "trot", (0.5, 0, 0), 2.0, 0.1, 2)
 
 
+def test_failure_runs_rerun_each_student_where_it_falls_with_expert_labels(monkeypatch):
+    """`failure_runs`: only the (student, command) pairs whose evaluation fell are run again;
+    there the student's own action is executed (read back from the next observation's last
+    action) and every label is the expert's; sources name the student; no falls, no samples."""
+    import controllers.mpc
+    from controllers.learning.policy import CONTROL_DT
+
+    monkeypatch.setattr(controllers.mpc, "MPC", _ScriptedExpert)
+    commands = np.array([[0.3, 0.0, 0.0], [0.0, 0.1, 0.5], [0.2, 0.0, 0.2]])
+    falls = {0: [False, True, False], 1: [True, False, True]}
+    students = [Policy.create(jax.random.key(k), 12, clock=True, final_scale=1.0)
+                for k in range(2)]  # fmt: skip
+    evaluated = []
+
+    def fake_evaluation(policy, plant, cmds, seconds, settle=1.0, gait_period=None):
+        k = next(i for i, s in enumerate(students) if s is policy)
+        evaluated.append((k, seconds, gait_period))
+        np.testing.assert_array_equal(cmds, commands)
+        return {"fell": np.array(falls[k])}
+
+    monkeypatch.setattr(distill, "evaluate_policy", fake_evaluation)
+    plant = distill.Plant("solo12", num_sweeps=2)
+    data, report = distill.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
+                                        eval_seconds=3.0, verbose=False)  # fmt: skip
+    assert evaluated == [(0, 3.0, 0.4), (1, 3.0, 0.4)]
+    steps, nu = 5, 12
+    assert report["falls"] == [[commands[1].tolist()], [commands[0].tolist(), commands[2].tolist()]]
+    assert len(data) == report["samples"] == 3 * steps
+    times = CONTROL_DT * np.arange(steps)
+    expert = 0.05 * np.sin(10.0 * times[:, None] + np.arange(nu)) / ACTION_SCALE
+    for run, (k, command) in enumerate([(0, commands[1]), (1, commands[0]), (1, commands[2])]):
+        rows = slice(run * steps, (run + 1) * steps)
+        np.testing.assert_allclose(data.actions[rows], expert, rtol=0, atol=1e-12)
+        own = np.asarray(jax.vmap(students[k])(jnp.asarray(data.obs[rows], jnp.float32)))
+        executed = data.obs[rows][1:, 12 + 2 * nu : 12 + 3 * nu]
+        np.testing.assert_allclose(executed, own[:-1], rtol=0, atol=1e-5)
+        assert np.abs(own - expert).max() > 0.1  # the student's actions, not the expert's
+        np.testing.assert_array_equal(data.commands[rows], np.tile(command, (steps, 1)))
+        assert np.all(data.source[rows] == distill.FAILURE_SOURCE + k)
+    falls[0], falls[1] = [False] * 3, [False] * 3
+    none, report = distill.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
+                                        verbose=False)  # fmt: skip
+    assert len(none) == 0 and none.obs.shape[1] == 15 + 3 * nu and report["falls"] == [[], []]
+    with pytest.raises(ValueError, match="students is empty"):
+        distill.failure_runs([], plant=plant, commands=commands)
+
+
 def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch):
     """`expert_rollouts` (DART): every label is the expert's own action, the plant executes
     label + noise (read back from the next observation's last action, the noise redrawn from the

@@ -640,3 +640,64 @@ def dagger(
                   f"{before:.4f} -> {after:.4f}, tracking error {ev['mean_velocity_error']:.3f} "
                   f"m/s, fell {ev['fell_fraction']:.0%}", file=sys.stderr, flush=True)  # fmt: skip
     return policy, data, reports
+
+
+FAILURE_SOURCE = 20_000  # sample source of failure_runs' student k: FAILURE_SOURCE + k
+
+
+def failure_runs(
+    students,
+    *,
+    plant: Plant = Plant(),
+    commands=((0.5, 0, 0),),
+    gait: str = "trot",
+    seconds: float = 2.0,
+    eval_seconds: float = 10.0,
+    mpc_options: dict | None = None,
+    verbose: bool = True,
+) -> tuple[Dataset, dict]:
+    """DAgger at each student's own failures (one round, no mixing): every student runs alone
+    from standing at every command (`evaluate_policy`, `eval_seconds`); where it falls, it
+    drives the plant again from standing for `seconds` while the MPC (`mpc_options`) labels
+    every state it visits (`_expert_run` with the student's action executed). Those are the
+    states on the way to its falls, the ones its data lacked.
+
+    Returns `(Dataset of the new samples, report)`: sources `FAILURE_SOURCE + k` for student
+    k; report `{"falls": [[command, ...] per student], "samples": n}`. Re-clone the students on
+    the data plus these samples (`examples/distill_policy.py --dagger-failures`). Raises
+    ValueError for no students or non-positive `seconds`."""
+    from controllers.mpc import MPC
+
+    students = list(students)
+    if not students:
+        raise ValueError("students is empty: give at least one Policy")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    commands = np.asarray(commands, dtype=float).reshape(-1, 3)
+    mpc = MPC(plant.robot, gait, tuple(commands[0]), **(mpc_options or {"horizon": 0.5}))
+    policy_fn = eqx.filter_jit(lambda p, o: p(o))
+    parts, falls = [], []
+    for k, student in enumerate(students):
+        period = mpc.gait_period if student.clock else None
+        ev = evaluate_policy(student, plant, commands, eval_seconds,
+                             settle=min(1.0, eval_seconds / 2), gait_period=period)  # fmt: skip
+        fell = [tuple(float(x) for x in c) for c in commands[ev["fell"]]]
+        falls.append([list(c) for c in fell])
+        dtype = student.normalizer.mean.dtype
+        for command in fell:
+
+            def own(obs, expert, student=student, dtype=dtype):
+                return policy_fn(student, obs.astype(dtype)).astype(expert.dtype)
+
+            run, _ = _expert_run(mpc, plant, command, seconds, own, student.clock)
+            parts.append(dataclasses.replace(run, source=np.full(len(run), FAILURE_SOURCE + k)))
+        if verbose:
+            print(f"student {k + 1}/{len(students)}: fell at {len(fell)} of {len(commands)} "
+                  f"commands {fell}", file=sys.stderr, flush=True)  # fmt: skip
+    if parts:
+        data = _concatenate(parts)
+    else:
+        n_obs, nu = students[0].mlp.in_size, students[0].nu
+        data = Dataset(np.zeros((0, n_obs)), np.zeros((0, nu)), np.zeros((0, 3)),
+                       np.zeros(0, dtype=int))  # fmt: skip
+    return data, {"falls": falls, "samples": len(data)}
