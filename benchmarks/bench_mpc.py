@@ -9,6 +9,10 @@
 2. Degradation: the same loop replanning only every k control periods (k = 1, 2, 4, 8: 50,
    25, 12.5, 6.25 Hz), the plan's next targets applied open loop in between; tracking error
    and falls per rate. Simulated time makes the rate exact and independent of this machine.
+3. Latency (`--latency`, default k = 1, 2): replanning every k periods with each plan used k
+   periods after its measurement, as in real time when a solve takes k periods
+   (`run_mpc(..., latency=k)`), without and with the latency compensation
+   (`lookahead = k dt`: the plan is solved from the predicted state and starts there).
 
 The process is pinned to core 0 before JAX starts (issue: one core). Results go to the
 `## MPC (controllers/mpc.py)` section of BENCHMARKS.md.
@@ -26,13 +30,14 @@ HEADING = "## MPC (controllers/mpc.py)"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(robot, velocity, seconds, replan_every, iterations, budget):
+def measure(robot, velocity, seconds, replan_every, iterations, budget, latency=0, lookahead=0.0):
     from controllers.closed_loop import run_mpc
     from controllers.mpc import MPC
 
     mpc = MPC(robot, "trot", (velocity, 0.0, 0.0), horizon=0.5, iterations=iterations,
               time_budget=budget)  # fmt: skip
-    result = run_mpc(mpc, seconds, replan_every=replan_every, progress=False)
+    result = run_mpc(mpc, seconds, replan_every=replan_every, latency=latency,
+                     lookahead=lookahead, progress=False)  # fmt: skip
     cycles = [c.wall_time for c in mpc.stats.cycles[1:]]  # the first solve compiles
     summary = result.summary(settle=1.0)
     return summary, cycles
@@ -44,6 +49,8 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--replan", type=int, nargs="*", default=[1, 2, 4, 8])
+    parser.add_argument("--latency", type=int, nargs="*", default=[1, 2],
+                        help="latency rows: replan every k periods, plans used k periods late")
     parser.add_argument("--iterations", type=int, default=1)
     parser.add_argument("--budget", type=float, default=0.5, help="wall budget per cycle [s]")
     parser.add_argument("--no-pin", action="store_true")
@@ -59,14 +66,15 @@ def main(argv=None):
     load_before = os.getloadavg()[0]
     rows = []
     cycle_times = None
-    for k in args.replan:
-        summary, cycles = measure(
-            args.robot, args.velocity, args.seconds, k, args.iterations, args.budget
-        )
-        if k == 1:
+    runs = [(k, 0, 0.0) for k in args.replan]
+    runs += [(k, k, look) for k in args.latency for look in (0.0, 0.02 * k)]
+    for k, latency, lookahead in runs:
+        summary, cycles = measure(args.robot, args.velocity, args.seconds, k, args.iterations,
+                                  args.budget, latency, lookahead)  # fmt: skip
+        if k == 1 and latency == 0:
             cycle_times = np.asarray(cycles)
-        rows.append((k, summary))
-        print(k, summary, flush=True)
+        rows.append((k, latency, lookahead, summary))
+        print(k, latency, lookahead, summary, flush=True)
     load_after = os.getloadavg()[0]
     lines = [
         HEADING,
@@ -100,13 +108,18 @@ def main(argv=None):
     lines += [
         "### Tracking against the replanning rate (simulated time)",
         "",
-        "| replan every | rate Hz | fell | mean v_x m/s | mean abs v_x error m/s "
-        "| avg speed m/s | RMS yaw-rate error rad/s |",
-        "|---:|---:|---|---:|---:|---:|---:|",
+        "A latency of k periods: each plan is used k periods (20k ms) after the measurement it "
+        "was solved from, as in real time with a solve that long; a lookahead solves it from "
+        "the state the planning model predicts at that time (`MPC.plan_cycle`).",
+        "",
+        "| replan every | rate Hz | latency | lookahead | fell | mean v_x m/s "
+        "| mean abs v_x error m/s | avg speed m/s | RMS yaw-rate error rad/s |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for k, s in rows:
+    for k, latency, lookahead, s in rows:
         lines.append(
-            f"| {20 * k} ms | {50 / k:.2f} | {s['fell']} | {s['mean_forward_velocity']:.3f} | "
+            f"| {20 * k} ms | {50 / k:.2f} | {20 * latency} ms | {1e3 * lookahead:.0f} ms | "
+            f"{s['fell']} | {s['mean_forward_velocity']:.3f} | "
             f"{s['mean_abs_forward_error']:.3f} | {s['average_speed_from_displacement']:.3f} | "
             f"{s['rms_yaw_rate_error']:.3f} |"
         )

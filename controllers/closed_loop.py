@@ -113,6 +113,8 @@ def run_mpc(
     command_schedule=None,
     replan_every: int = 1,
     feedback: bool = False,
+    latency: int = 0,
+    lookahead: float = 0.0,
     progress: bool = True,
 ) -> ClosedLoopResult:
     """Run `mpc` against the simulator for `duration` seconds (see the module docstring).
@@ -127,6 +129,12 @@ def run_mpc(
             knots' targets are applied): emulates a slower MPC rate.
         feedback: in between replans, add the plan's Riccati feedback on the measured state
             (`MPC.targets_at(t, state)`) instead of applying the plan's targets open loop.
+        latency: control periods between a replan's measurement and the moment its plan is
+            used (at most `replan_every`): emulates a solver that takes that long in real time
+            (`controllers.realtime_mpc`), in simulated time. 0 (default): the plan is used at
+            once, the lockstep MPC.
+        lookahead: [s] passed to `MPC.plan_cycle`: solve from the state the planning model
+            predicts that far ahead (latency compensation; `latency * mpc.dt` matches it).
         progress: print a line per simulated second (time, speed, cycle time).
     """
     model = mpc.model
@@ -137,6 +145,10 @@ def run_mpc(
         raise ValueError(f"duration must be positive, got {duration}")
     if replan_every < 1:
         raise ValueError(f"replan_every must be >= 1, got {replan_every}")
+    if not 0 <= latency <= replan_every:
+        raise ValueError(f"latency must be in [0, replan_every = {replan_every}], got {latency}")
+    if not lookahead >= 0:
+        raise ValueError(f"lookahead must be >= 0 [s], got {lookahead}")
     kp, kd = default_gains(model)
     if params is None:
         params = StepParams(terrain=flat(friction=0.8), dt=sim_dt, joint_damping=kd)
@@ -148,16 +160,30 @@ def run_mpc(
     qs, vs = [np.asarray(state.q)], [np.asarray(state.v)]
     targets, commands, forces, times = [], [], [], []
     start = time.perf_counter()
+    pending = None  # (period at which it is committed, CycleOutcome)
     for k in range(n):
         t = k * mpc.dt
         if command_schedule is not None:
             mpc.set_command(*command_schedule(t))
+        replan = k > 0 and k % replan_every == 0
         if k == 0:
             u = mpc.reset(state, t)
-        elif k % replan_every == 0:
+        elif replan and latency == 0 and lookahead == 0:
             u = mpc.update(state, t)
         else:
-            u = mpc.targets_at(t, state if feedback else None)
+            committed = pending is not None and pending[0] <= k
+            if committed:
+                mpc.commit(pending[1])
+                pending = None
+            if replan:  # solved from this period's state, used `latency` periods later
+                outcome = mpc.plan_cycle(state, t, lookahead)
+                if latency == 0:
+                    mpc.commit(outcome)
+                    committed = True
+                else:
+                    pending = (k + latency, outcome)
+            # a fresh plan's first knot is applied as planned, without the feedback
+            u = mpc.targets_at(t, state if feedback and not committed else None)
         state, force, bad = advance(params, state, jnp.asarray(u), kp)
         qs.append(np.asarray(state.q))
         vs.append(np.asarray(state.v))

@@ -163,10 +163,14 @@ class MPC:
             raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
         self.feedback_limit = float(feedback_limit)
         self._local = jax.jit(functools.partial(P.local, self.problem))
+        self._transition = jax.jit(_knot_transition(self.problem))
         nqb = self.model.nq - self.model.nu
         self.stand_targets = np.asarray(self.model.q_standing)[nqb:].copy()
         self.plan: Trajectory | None = None
         self.plan_time = 0.0
+        # the plan before the current one, and its time origin: it serves `targets_at` before
+        # the current plan's start (a plan solved with a lookahead starts in the future)
+        self._previous: tuple[Trajectory, float] | None = None
         self.last_targets = self.stand_targets.copy()
         self.failures = 0
         self.mode = "mpc"
@@ -212,7 +216,7 @@ class MPC:
         self.problem = self.problem.replace_data(weights=traced_weights(weights))
 
     # ------------------------------------------------------------------ the cycle
-    def _problem_at(self, state: State, t: float) -> P.Problem:
+    def _problem_at(self, state: State, t: float, u_prev=None) -> P.Problem:
         pr = self.problem
         ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
                              period=self.gait_period)  # fmt: skip
@@ -222,25 +226,37 @@ class MPC:
         x0 = P.initial_knot_state(
             self.model,
             State(jnp.asarray(state.q), jnp.asarray(state.v)),
-            jnp.asarray(self.last_targets),
+            jnp.asarray(self.last_targets if u_prev is None else u_prev),
         )
         return pr.replace_data(x0=x0, reference=ref)
 
-    def reset(self, state: State, t: float = 0.0) -> np.ndarray:
-        """Start over from `state` at time `t`: solve a first plan with `warmup_iterations`
-        (from the kinematic gait guess) and return the first targets `(nu,)`."""
+    def reset(self, state: State, t: float = 0.0, *, init: Trajectory | None = None,
+              iterations: int | None = None) -> np.ndarray:  # fmt: skip
+        """Start over from `state` at time `t`: solve a first plan with `iterations` (default
+        `warmup_iterations`) from `init` (default: the kinematic gait guess) and return the
+        first targets `(nu,)`. A plan solved beforehand from a nearby state (the standing pose,
+        `RealTimeMPC.prepare`) as `init` with a few iterations makes the reset as quick as a
+        cycle."""
+        if init is not None and init.horizon != self.problem.horizon:
+            raise ValueError(
+                f"init has {init.horizon} knots; this MPC's horizon has {self.problem.horizon}"
+            )
+        if iterations is not None and iterations < 1:
+            raise ValueError(f"iterations must be >= 1, got {iterations}")
         self.failures = 0
         self.mode = "mpc"
         self.last_targets = self.stand_targets.copy()
         self.stats = MPCStats()
+        self.plan, self._previous = None, None
         problem = self._problem_at(state, t)
         start = time.perf_counter()
         plan = solve(
             problem,
-            max_iterations=self.warmup_iterations,
+            max_iterations=self.warmup_iterations if iterations is None else int(iterations),
             verbose=False,
-            guess=default_guess(self.model.name, self.gait),
-        )
+            **({"guess": default_guess(self.model.name, self.gait)} if init is None
+               else {"init": init}),
+        )  # fmt: skip
         self._accept(plan, t, time.perf_counter() - start, shift=0)
         return self.last_targets.copy()
 
@@ -252,18 +268,31 @@ class MPC:
         self.commit(self.plan_cycle(state, t))
         return self.last_targets.copy()
 
-    def plan_cycle(self, state: State, t: float) -> CycleOutcome:
+    def plan_cycle(self, state: State, t: float, lookahead: float = 0.0) -> CycleOutcome:
         """The solve of one cycle (`update` = `commit(plan_cycle(...))`), without changing the
         controller: a real-time caller runs it in a solver thread while the current plan
-        keeps serving `targets_at`, then commits the outcome."""
+        keeps serving `targets_at`, then commits the outcome.
+
+        `lookahead` [s] (rounded to whole knots, `n = round(lookahead / dt)`) compensates the
+        solve's own latency: the plan is solved not from the measured `state` at `t` but from
+        the state the planning model predicts at `t + n dt` under the current plan's targets
+        (`predict`), and starts there (its time origin is `t + n dt`; until then `targets_at`
+        keeps serving the current plan, whose targets the prediction assumed). With a solve
+        that takes about `n dt`, the new plan then starts where the robot is when it arrives
+        instead of `n` knots in its past."""
         if self.plan is None:
             raise RuntimeError("plan_cycle needs a first plan: call reset(state) first")
+        if not lookahead >= 0:
+            raise ValueError(f"lookahead must be >= 0 [s], got {lookahead}")
         start = time.perf_counter()
+        u_prev = None
+        if self.mode != "stand" and lookahead > 0:
+            state, t, u_prev = self.predict(state, t, lookahead)
         shift = max(int(round((t - self.plan_time) / self.dt)), 0)
         if self.mode == "stand":
             return CycleOutcome(t, time.perf_counter() - start, shift, None, None, "stand")
         warm = self.plan.shifted(shift)
-        problem = self._problem_at(state, t)
+        problem = self._problem_at(state, t, u_prev)
         try:
             plan = solve(
                 problem,
@@ -284,6 +313,26 @@ class MPC:
             t, time.perf_counter() - start, shift, None if failed else plan, warm, status
         )
 
+    def predict(self, state: State, t: float, lookahead: float):
+        """The planning model's prediction of the robot `n = round(lookahead / dt)` knots ahead.
+
+        From `state` at `t` [s], each knot `j < n` applies the current plan's targets at
+        `t + j dt` (`targets_at` without feedback: what the robot receives until a new plan
+        arrives) through the problem's knot transition (`trajopt.problem.transition`:
+        `substeps` contact steps with the PD actuator). Returns `(State, t + n dt, u_prev)`:
+        the predicted state, its time, and the targets of its last knot (the control-rate
+        residual's previous control; the current `last_targets` when `n = 0`). Does not change
+        the controller."""
+        if self.plan is None:
+            raise RuntimeError("predict needs a plan: call reset(state) first")
+        n = max(int(round(lookahead / self.dt)), 0)
+        x = P.initial_knot_state(self.model, State(jnp.asarray(state.q), jnp.asarray(state.v)))
+        u_prev = np.asarray(self.last_targets, dtype=float).copy()
+        for j in range(n):
+            u_prev = self._plan_targets(t + j * self.dt)
+            x = self._transition(self.problem.data, x, jnp.asarray(u_prev))
+        return State(np.asarray(x.q), np.asarray(x.v)), t + n * self.dt, u_prev
+
     def commit(self, outcome: CycleOutcome) -> None:
         """Make a cycle's outcome the current plan (see the module docstring's fallbacks)."""
         o = outcome
@@ -297,6 +346,7 @@ class MPC:
             return
         # keep the previous plan, shifted; after max_failures, stand
         self.failures += 1
+        self._previous = (self.plan, self.plan_time)
         self.plan, self.plan_time = o.warm, o.t
         self.mode = "stand" if self.failures >= self.max_failures else "fallback"
         self.last_targets = (
@@ -318,12 +368,30 @@ class MPC:
         closes the loop at the caller's rate, not the solver's."""
         if self.plan is None or self.mode == "stand":
             return self.stand_targets.copy()
-        k = min(max(int(np.floor((t - self.plan_time) / self.dt + 1e-9)), 0), self.plan.horizon - 1)
-        u = np.asarray(self.plan.u[k], dtype=float).copy()
-        if state is not None and self.plan.feedback is not None:
+        u = self._plan_targets(t)
+        k = self._knot_at(t)
+        if state is not None and self.plan.feedback is not None and k is not None:
             u = u + self._feedback_term(k, state)
         self.last_targets = u
         return self.last_targets.copy()
+
+    def _knot_at(self, t: float) -> int | None:
+        """The current plan's knot containing `t` (the last one beyond the horizon), or None
+        before the plan's start when an earlier plan serves `t`."""
+        if t < self.plan_time - 1e-9 and self._previous is not None:
+            return None
+        k = int(np.floor((t - self.plan_time) / self.dt + 1e-9))
+        return min(max(k, 0), self.plan.horizon - 1)
+
+    def _plan_targets(self, t: float) -> np.ndarray:
+        """The plan's targets `(nu,)` at `t`: the current plan's knot containing `t`; before its
+        start (a plan solved with a lookahead), the previous plan's."""
+        k = self._knot_at(t)
+        if k is not None:
+            return np.asarray(self.plan.u[k], dtype=float).copy()
+        plan, origin = self._previous
+        j = int(np.floor((t - origin) / self.dt + 1e-9))
+        return np.asarray(plan.u[min(max(j, 0), plan.horizon - 1)], dtype=float).copy()
 
     def _feedback_term(self, k: int, state: State) -> np.ndarray:
         """`clip(K_k (x (-) x_k))` `(nu,)` (see `targets_at`)."""
@@ -338,9 +406,20 @@ class MPC:
         return np.clip(correction, -self.feedback_limit, self.feedback_limit)
 
     def _accept(self, plan: Trajectory, t: float, wall: float, shift: int) -> None:
+        if self.plan is not None and self.mode != "stand":
+            self._previous = (self.plan, self.plan_time)
         self.plan, self.plan_time, self.mode = plan, t, "mpc"
         self.last_targets = np.asarray(plan.u[0], dtype=float).copy()
         self._record(t, wall, plan.status, plan.iterations, float(plan.cost), shift)
 
     def _record(self, t, wall, status, iterations, cost, shift) -> None:
         self.stats.cycles.append(CycleRecord(t, wall, status, iterations, cost, shift, self.mode))
+
+
+def _knot_transition(problem: P.Problem):
+    """`(data, x, u) -> x_next`: one knot of `problem`'s planning model (`MPC.predict`)."""
+
+    def knot(data, x, u):
+        return P.transition(problem, data, x, u)[0]
+
+    return knot

@@ -43,9 +43,13 @@ import time
 
 import numpy as np
 
+from dynamics.configuration import State
+
 from .hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 from .mpc import MPC, MPCStats
 from .state_feedback import measured_state
+
+LOOKAHEAD_WINDOW = 5  # cycles whose median wall time sets the "auto" lookahead
 
 
 class RealTimeMPC:
@@ -57,10 +61,14 @@ class RealTimeMPC:
         feedback: add the plan's Riccati feedback on the measured state (default False: the
             plan's targets open loop between commits; see the module docstring).
         min_period: [s] the solver starts a new cycle at most this often (default `mpc.dt`).
+        lookahead: [s] latency compensation (`MPC.plan_cycle`): each cycle solves from the state
+            the planning model predicts this far after the measurement, and its plan starts
+            there. "auto" (default): the median wall time of the last `LOOKAHEAD_WINDOW` cycles
+            (the warm-up cycle's at first), rounded up to whole knots; 0 turns it off.
     """
 
     def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=False,
-                 min_period: float | None = None):  # fmt: skip
+                 min_period: float | None = None, lookahead: float | str = "auto"):  # fmt: skip
         self.mpc = mpc
         self.joint_map = joint_map
         self.kp = joint_map.kp_default if kp is None else kp
@@ -69,6 +77,10 @@ class RealTimeMPC:
         self.min_period = mpc.dt if min_period is None else float(min_period)
         if not self.min_period >= 0:
             raise ValueError(f"min_period must be >= 0 [s], got {min_period}")
+        if not (lookahead == "auto" or (isinstance(lookahead, (int, float)) and lookahead >= 0)):
+            raise ValueError(f"lookahead must be 'auto' or a time >= 0 [s], got {lookahead!r}")
+        self.lookahead = lookahead
+        self.lookaheads: list = []
         self.lock = threading.Lock()
         self.command: VelocityCommand | None = None
         self.error: str | None = None
@@ -76,27 +88,53 @@ class RealTimeMPC:
         self.calls = 0
         self._newest = None  # (State, t, perf_counter at the call)
         self._warmup_cycles = 0
+        self._prepared = None  # the plan `prepare` solved
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     # ------------------------------------------------------------------ Controller
+    def prepare(self, state: State | None = None) -> None:
+        """Solve the first plan before the robot is connected (default: from the model's
+        standing pose at rest) and compile everything a cycle runs. `reset` then starts from
+        that plan with one warm-started solve from the measurement instead of the full first
+        solve: without it, the first solve (0.5-2 s with compilation) leaves a real robot
+        unattended while its joints are passive."""
+        if state is None:
+            model = self.mpc.model
+            state = State(np.asarray(model.q_standing, float), np.zeros(model.nv))
+        self.close()
+        self.mpc.reset(state, 0.0)
+        self._warm_cycle(state)
+        self._prepared = self.mpc.plan
+
     def reset(self, measurement: Measurement) -> None:
-        """Stop a running solver thread, solve the first plan from `measurement` and run one
-        warm-started cycle (both compile), compile the feedback law if it is used, then start
-        the solver thread."""
+        """Stop a running solver thread, solve the first plan from `measurement` (from the
+        prepared plan with the per-cycle iterations after `prepare`, otherwise the full first
+        solve) and run one warm-started cycle (both compile), compile the feedback law if it is
+        used, then start the solver thread."""
         self.close()
         state = measured_state(measurement)
         self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
+        self.lookaheads = []
         self._newest = None
-        self.mpc.reset(state, 0.0)
-        self.mpc.commit(self.mpc.plan_cycle(state, 0.0))
-        # with a state, targets_at also sets last_targets (the next solve's u_prev) to the
-        # corrected targets: only when the feedback is applied
-        self.mpc.targets_at(0.0, state if self.feedback else None)
+        if self._prepared is not None:
+            self.mpc.reset(state, 0.0, init=self._prepared, iterations=self.mpc.iterations)
+        else:
+            self.mpc.reset(state, 0.0)
+        self._warm_cycle(state)
         self._warmup_cycles = len(self.mpc.stats.cycles)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._solve_loop, daemon=True, name="mpc-solver")
         self._thread.start()
+
+    def _warm_cycle(self, state: State) -> None:
+        """One warm-started cycle at t = 0 (with the prediction if it is used): compiles both,
+        and its wall time is the "auto" lookahead's first estimate."""
+        lookahead = 0.0 if self.lookahead == 0 else self.mpc.dt
+        self.mpc.commit(self.mpc.plan_cycle(state, 0.0, lookahead))
+        # with a state, targets_at also sets last_targets (the next solve's u_prev) to the
+        # corrected targets: only when the feedback is applied
+        self.mpc.targets_at(0.0, state if self.feedback else None)
 
     def __call__(self, measurement: Measurement, t: float, command: VelocityCommand):
         state = measured_state(measurement)
@@ -136,8 +174,9 @@ class RealTimeMPC:
                 continue
             state, t, called = newest
             next_start = time.perf_counter() + self.min_period
+            lookahead = self._lookahead()
             try:
-                outcome = self.mpc.plan_cycle(state, t)
+                outcome = self.mpc.plan_cycle(state, t, lookahead)
             except Exception as exc:  # a bug, not a failed solve (plan_cycle handles those)
                 with self.lock:
                     self.error = f"{type(exc).__name__}: {exc}"
@@ -145,7 +184,18 @@ class RealTimeMPC:
             with self.lock:
                 self.mpc.commit(outcome)
                 self.plan_ages.append(time.perf_counter() - called)
+                self.lookaheads.append(lookahead)
             solved_t = t
+
+    def _lookahead(self) -> float:
+        """This cycle's lookahead [s] (see the class docstring)."""
+        if self.lookahead != "auto":
+            return float(self.lookahead)
+        # the warm-up cycle of `reset` and the solver's (not the first plan's long solve)
+        cycles = self.mpc.stats.cycles[max(self._warmup_cycles - 1, 0) :]
+        walls = [c.wall_time for c in cycles[-LOOKAHEAD_WINDOW:]]
+        dt = self.mpc.dt
+        return dt * max(int(np.ceil(np.median(walls) / dt - 1e-9)), 1) if walls else dt
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -165,14 +215,19 @@ class RealTimeMPC:
         out["plan_age_median_s"] = float(np.median(ages)) if len(ages) else float("nan")
         out["plan_age_p99_s"] = float(np.percentile(ages, 99)) if len(ages) else float("nan")
         out["calls"] = self.calls
+        looks = np.array(self.lookaheads)
+        out["lookahead_median_s"] = float(np.median(looks)) if len(looks) else float("nan")
         out["error"] = self.error
         return out
 
 
 def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
                             horizon: float = 0.5, iterations: int = 1,
-                            feedback: bool = False) -> RealTimeMPC:  # fmt: skip
+                            feedback: bool = False, lookahead: float | str = "auto",
+                            **problem_options) -> RealTimeMPC:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
-    `VelocityCommand`) in real time (`RealTimeMPC`)."""
-    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)
-    return RealTimeMPC(planner, joint_map, feedback=feedback)
+    `VelocityCommand`; `problem_options` such as `substeps`, `contact` go to it) in real time
+    (`RealTimeMPC`)."""
+    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations,
+                  **problem_options)  # fmt: skip
+    return RealTimeMPC(planner, joint_map, feedback=feedback, lookahead=lookahead)

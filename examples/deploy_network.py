@@ -58,10 +58,12 @@ def robot_process(robot: str, backend: str, command_timeout: float, startup_time
 
 def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, command_rate=500.0,
         drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
-        horizon=0.5, iterations=None):  # fmt: skip
+        horizon=0.5, iterations=None, lookahead="auto", substeps=2,
+        contact="smooth"):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
     controller: the stand at 50 Hz; the MPC at 100 Hz with 1 FDDP iteration per cycle in real
-    time, 50 Hz with 3 per cycle in lockstep."""
+    time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
+    latency compensation (`RealTimeMPC`); `substeps`, `contact`: the MPC's planning model."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep
     if control_rate is None:
@@ -71,7 +73,12 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     source = None
     if controller == "mpc":
         if realtime_mpc:
-            ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations)
+            ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations,
+                                           lookahead=lookahead, substeps=substeps,
+                                           contact=contact)  # fmt: skip
+            # the first plan and every compilation before the robot runs: the reset then takes
+            # one cycle, and the robot is not left passive meanwhile
+            ctrl.prepare()
         else:
             ctrl = mpc_controller(robot_name, joint_map, "trot", horizon, iterations)
         config = mpc_safety_config()
@@ -154,12 +161,25 @@ def main(argv=None):
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon [s]")
     parser.add_argument("--iterations", type=int, default=None,
                         help="MPC FDDP iterations per cycle (default: 1 real time, 3 lockstep)")
+    parser.add_argument("--lookahead", default="auto",
+                        help="real-time MPC latency compensation [s], or 'auto' (the recent "
+                             "median cycle time rounded up to knots), 0 for none")  # fmt: skip
+    parser.add_argument("--substeps", type=int, default=2,
+                        help="real-time MPC: contact steps per 20 ms knot in the planning model")
+    parser.add_argument("--contact", default="smooth", choices=("smooth", "hard"),
+                        help="real-time MPC: the planning model's contact")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
+    if args.lookahead != "auto":
+        try:
+            args.lookahead = float(args.lookahead)
+        except ValueError:
+            parser.error(f"--lookahead must be 'auto' or seconds, got {args.lookahead!r}")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     summary = run(args.robot, args.seconds, args.backend, args.control_rate,
                   args.command_rate, args.drop, args.corrupt, args.timeout, args.controller,
-                  args.lockstep, args.velocity, args.horizon, args.iterations)  # fmt: skip
+                  args.lockstep, args.velocity, args.horizon, args.iterations, args.lookahead,
+                  args.substeps, args.contact)  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
     rejected = {k: v for k, v in summary["controller_side"]["counters"].items() if v}

@@ -228,3 +228,87 @@ def test_the_same_mpc_walks_on_mujoco_through_the_interface_for_5_s():
     assert result.safety.mode.value not in ("damping", "estop"), result.safety.events
     assert pos[:, 2].min() > 0.5 * float(model.q_standing[2])  # did not fall
     assert abs(speed - 0.5) <= 0.2 * 0.5  # it walks at about the command
+
+
+def test_a_lookahead_solves_from_the_predicted_state_and_starts_there(scripted, standing):
+    """`plan_cycle(state, t, lookahead)`: the plan is solved from the state the planning model
+    reaches after `n = round(lookahead / dt)` knots under the current plan's targets, with
+    that last knot's targets as `u_prev`; it starts at `t + n dt`, and until then the previous
+    plan serves `targets_at`."""
+    from trajopt import problem as P
+
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    first = mpc.plan
+    q = np.asarray(state.q).copy()
+    q[2] -= 0.01  # a measured state the plan did not start from
+    v = np.zeros(mpc.model.nv)
+    v[0] = 0.2
+    measured = State(jnp.asarray(q), jnp.asarray(v))
+    outcome = mpc.plan_cycle(measured, 0.04, lookahead=0.04)
+    assert outcome.t == pytest.approx(0.08) and outcome.shift == 4
+    # the prediction by hand: knots 2 and 3 of the first plan from the measured state
+    x = P.initial_knot_state(mpc.model, measured)
+    for k in (2, 3):
+        x = P.transition(mpc.problem, mpc.problem.data, x, jnp.asarray(first.u[k]))[0]
+    x0 = scripted.calls[-1]["problem"].data.x0
+    np.testing.assert_allclose(np.asarray(x0.q), np.asarray(x.q), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(x0.v), np.asarray(x.v), atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(x0.u_prev), first.u[3])
+    assert np.linalg.norm(np.asarray(x.q) - q) > 1e-3  # the prediction moved the state
+    np.testing.assert_array_equal(scripted.calls[-1]["init"].u, first.shifted(4).u)
+
+    mpc.commit(outcome)
+    assert mpc.plan_time == pytest.approx(0.08)
+    # before the new plan's start the first plan's knot at that time, then the new plan's
+    np.testing.assert_array_equal(mpc.targets_at(0.05), first.u[2])
+    np.testing.assert_array_equal(mpc.targets_at(0.07), first.u[3])
+    np.testing.assert_array_equal(mpc.targets_at(0.08), outcome.plan.u[0])
+    np.testing.assert_array_equal(mpc.targets_at(0.10), outcome.plan.u[1])
+
+
+def test_no_lookahead_is_the_plain_cycle_and_a_negative_one_is_refused(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    predicted, t, u_prev = mpc.predict(state, 0.04, 0.0)
+    np.testing.assert_array_equal(np.asarray(predicted.q), np.asarray(state.q))
+    assert t == 0.04
+    np.testing.assert_array_equal(u_prev, mpc.last_targets)
+    outcome = mpc.plan_cycle(state, 0.04)
+    assert outcome.t == 0.04
+    np.testing.assert_array_equal(
+        np.asarray(scripted.calls[-1]["problem"].data.x0.q), np.asarray(state.q)
+    )
+    with pytest.raises(ValueError, match="lookahead must be >= 0"):
+        mpc.plan_cycle(state, 0.04, lookahead=-0.02)
+
+
+def test_a_reset_from_a_prepared_plan_takes_the_cycle_iterations(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    prepared = mpc.plan
+    mpc.reset(state, t=0.0, init=prepared, iterations=1)
+    call = scripted.calls[-1]
+    assert call["init"] is prepared and call["max_iterations"] == 1
+    with pytest.raises(ValueError, match="knots"):
+        short = Trajectory(q=prepared.q[:3], v=prepared.v[:3], u=prepared.u[:2], dt=prepared.dt)
+        mpc.reset(state, init=short)
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        mpc.reset(state, init=prepared, iterations=0)
+
+
+@pytest.mark.parametrize("latency", [0, 2])
+def test_the_closed_loop_uses_a_plan_latency_periods_after_its_measurement(scripted, latency):
+    """`run_mpc(..., replan_every=2, latency=L)`: the plan solved at period k is committed at
+    period k + L; before that the previous plan's knots are applied. The scripted solver adds
+    0.01 to the controls at each solve, so the targets applied at period k carry
+    0.01 x (the solves committed by k)."""
+    from controllers.closed_loop import run_mpc
+
+    mpc = MPC(ROBOT, "trot", (0.3, 0.0, 0.0), horizon=0.2, dt=0.02, substeps=1)
+    result = run_mpc(mpc, 0.2, sim_dt=0.01, replan_every=2, latency=latency, progress=False)
+    first = np.asarray(mpc.stand_targets)[None] + 1e-3 * np.arange(10)[:, None]
+    committed = np.array([max(0, (k - latency) // 2) for k in range(10)])
+    np.testing.assert_allclose(result.targets, first + 0.01 * committed[:, None], atol=1e-12)
+    with pytest.raises(ValueError, match="latency must be in"):
+        run_mpc(mpc, 0.2, sim_dt=0.01, replan_every=2, latency=3, progress=False)

@@ -28,6 +28,7 @@ class SlowScriptedSolver:
     def __init__(self, delay=0.0, feedback=None):
         self.delay, self.feedback = delay, feedback
         self.calls = []
+        self.options = []
         self.raise_error = None
         self.started = threading.Event()
 
@@ -38,6 +39,7 @@ class SlowScriptedSolver:
             raise self.raise_error
         time.sleep(self.delay)
         self.calls.append(problem)
+        self.options.append({"init": init, "max_iterations": max_iterations})
         T, nu = problem.horizon, problem.nu
         x0 = problem.data.x0
         u = np.asarray(x0.u_prev)[None] + 0.01 * (np.arange(T)[:, None] + 1.0) * np.ones((1, nu))
@@ -54,6 +56,7 @@ def setup(monkeypatch):
         monkeypatch.setattr(mpc_module, "solve", solver)
         mpc = MPC(ROBOT, "trot", (0.0, 0.0, 0.0), horizon=0.2, dt=0.02, substeps=1)
         joint_map = JointMap.from_model(mpc.model)
+        kwargs.setdefault("lookahead", 0.0)  # the latency compensation has its own tests
         return solver, mpc, RealTimeMPC(mpc, joint_map, **kwargs), joint_map
 
     return make
@@ -170,5 +173,45 @@ def test_calls_before_reset_and_bad_arguments_are_named(setup):
         ctrl(measurement(mpc, 0.0), 0.0, VelocityCommand())
     with pytest.raises(ValueError, match="min_period"):
         RealTimeMPC(mpc, joint_map, min_period=-1.0)
+    for bad in (-0.02, "fast"):
+        with pytest.raises(ValueError, match="lookahead must be 'auto' or a time >= 0"):
+            RealTimeMPC(mpc, joint_map, lookahead=bad)
     with pytest.raises(ValueError, match="feedback_limit"):
         MPC(ROBOT, horizon=0.1, feedback_limit=-0.1)
+
+
+def test_prepare_solves_the_first_plan_before_the_robot_and_reset_takes_one_cycle(setup):
+    """After `prepare` (the full first solve, from the standing pose, before any robot), the
+    reset solves from the measurement with the prepared plan as its start and the per-cycle
+    iterations: a real robot is not left passive during a long first solve."""
+    solver, mpc, ctrl, _ = setup(min_period=100.0)
+    ctrl.prepare()
+    prepared = mpc.plan
+    assert solver.options[0]["max_iterations"] == mpc.warmup_iterations
+    np.testing.assert_allclose(np.asarray(solver.calls[0].data.x0.q), mpc.model.q_standing)
+    first = len(solver.calls)
+    ctrl.reset(measurement(mpc, 0.0, x=0.3))
+    try:
+        assert solver.options[first]["init"] is prepared
+        assert solver.options[first]["max_iterations"] == mpc.iterations
+        assert float(solver.calls[first].data.x0.q[0]) == pytest.approx(0.3)
+    finally:
+        ctrl.close()
+
+
+def test_the_auto_lookahead_covers_the_solve_time_in_whole_knots(setup):
+    """A solver that takes 50 ms: the "auto" lookahead is at least 3 knots of 20 ms, a whole
+    number of knots, and the committed plan starts that long after its measurement."""
+    solver, mpc, ctrl, _ = setup(delay=0.05, lookahead="auto", min_period=0.0)
+    ctrl.reset(measurement(mpc, 0.0))
+    try:
+        ctrl(measurement(mpc, 0.10), 0.10, VelocityCommand())
+        wait_for(lambda: len(ctrl.lookaheads) >= 1, timeout=10.0)
+        with ctrl.lock:
+            lookahead, origin = ctrl.lookaheads[0], mpc.plan_time
+        assert lookahead >= 0.06 - 1e-9
+        assert lookahead / mpc.dt == pytest.approx(round(lookahead / mpc.dt))
+        assert origin == pytest.approx(0.10 + lookahead)
+        assert ctrl.summary()["lookahead_median_s"] >= 0.06 - 1e-9
+    finally:
+        ctrl.close()
