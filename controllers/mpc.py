@@ -163,7 +163,8 @@ class MPC:
             raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
         self.feedback_limit = float(feedback_limit)
         self._local = jax.jit(functools.partial(P.local, self.problem))
-        self._transition = jax.jit(_knot_transition(self.problem))
+        # one contact step of the planning model (`predict`)
+        self._substep = jax.jit(_knot_transition(self.problem.replace(substeps=1)))
         nqb = self.model.nq - self.model.nu
         self.stand_targets = np.asarray(self.model.q_standing)[nqb:].copy()
         self.plan: Trajectory | None = None
@@ -243,11 +244,7 @@ class MPC:
             )
         if iterations is not None and iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {iterations}")
-        self.failures = 0
-        self.mode = "mpc"
         self.last_targets = self.stand_targets.copy()
-        self.stats = MPCStats()
-        self.plan, self._previous = None, None
         problem = self._problem_at(state, t)
         start = time.perf_counter()
         plan = solve(
@@ -257,8 +254,22 @@ class MPC:
             **({"guess": default_guess(self.model.name, self.gait)} if init is None
                else {"init": init}),
         )  # fmt: skip
-        self._accept(plan, t, time.perf_counter() - start, shift=0)
+        self.adopt(plan, t, time.perf_counter() - start)
         return self.last_targets.copy()
+
+    def adopt(self, plan: Trajectory, t: float = 0.0, wall_time: float = 0.0) -> None:
+        """Start over with `plan` (solved elsewhere, e.g. by `reset` in a solver process) as the
+        current plan from time `t` [s]: failures, mode, statistics and the previous plan are
+        cleared, as by `reset`."""
+        if plan.horizon != self.problem.horizon:
+            raise ValueError(
+                f"plan has {plan.horizon} knots; this MPC's horizon has {self.problem.horizon}"
+            )
+        self.failures = 0
+        self.mode = "mpc"
+        self.stats = MPCStats()
+        self.plan, self._previous = None, None
+        self._accept(plan, t, wall_time, shift=0)
 
     def update(self, state: State, t: float) -> np.ndarray:
         """One receding-horizon cycle at time `t` [s] from the measured `state`; returns the
@@ -273,13 +284,13 @@ class MPC:
         controller: a real-time caller runs it in a solver thread while the current plan
         keeps serving `targets_at`, then commits the outcome.
 
-        `lookahead` [s] (rounded to whole knots, `n = round(lookahead / dt)`) compensates the
-        solve's own latency: the plan is solved not from the measured `state` at `t` but from
-        the state the planning model predicts at `t + n dt` under the current plan's targets
-        (`predict`), and starts there (its time origin is `t + n dt`; until then `targets_at`
-        keeps serving the current plan, whose targets the prediction assumed). With a solve
-        that takes about `n dt`, the new plan then starts where the robot is when it arrives
-        instead of `n` knots in its past."""
+        `lookahead` [s] (rounded to whole sub-steps of the planning model, `dt / substeps`)
+        compensates the solve's own latency: the plan is solved not from the measured `state` at
+        `t` but from the state the planning model predicts at `t + lookahead` under the current
+        plan's targets (`predict`), and starts there (its time origin is `t + lookahead`; until
+        then `targets_at` keeps serving the current plan, whose targets the prediction assumed).
+        With a solve that takes about `lookahead`, the new plan then starts where the robot is
+        when it arrives instead of in its past."""
         if self.plan is None:
             raise RuntimeError("plan_cycle needs a first plan: call reset(state) first")
         if not lookahead >= 0:
@@ -314,24 +325,26 @@ class MPC:
         )
 
     def predict(self, state: State, t: float, lookahead: float):
-        """The planning model's prediction of the robot `n = round(lookahead / dt)` knots ahead.
+        """The planning model's prediction of the robot `lookahead` [s] ahead, rounded to whole
+        sub-steps of `h = dt / substeps`: `n = round(lookahead / h)`.
 
-        From `state` at `t` [s], each knot `j < n` applies the current plan's targets at
-        `t + j dt` (`targets_at` without feedback: what the robot receives until a new plan
-        arrives) through the problem's knot transition (`trajopt.problem.transition`:
-        `substeps` contact steps with the PD actuator). Returns `(State, t + n dt, u_prev)`:
-        the predicted state, its time, and the targets of its last knot (the control-rate
-        residual's previous control; the current `last_targets` when `n = 0`). Does not change
-        the controller."""
+        From `state` at `t` [s], each sub-step `j < n` applies the current plan's targets at
+        `t + j h` (`targets_at` without feedback: what the robot receives until a new plan
+        arrives) through one contact step of the planning model with its PD actuator (a knot of
+        `trajopt.problem.transition` is `substeps` of these). Returns
+        `(State, t + n h, u_prev)`: the predicted state, its time, and the last targets applied
+        on the way (the control-rate residual's previous control; the current `last_targets`
+        when `n = 0`). Does not change the controller."""
         if self.plan is None:
             raise RuntimeError("predict needs a plan: call reset(state) first")
-        n = max(int(round(lookahead / self.dt)), 0)
+        h = self.dt / self.problem.substeps
+        n = max(int(round(lookahead / h)), 0)
         x = P.initial_knot_state(self.model, State(jnp.asarray(state.q), jnp.asarray(state.v)))
         u_prev = np.asarray(self.last_targets, dtype=float).copy()
         for j in range(n):
-            u_prev = self._plan_targets(t + j * self.dt)
-            x = self._transition(self.problem.data, x, jnp.asarray(u_prev))
-        return State(np.asarray(x.q), np.asarray(x.v)), t + n * self.dt, u_prev
+            u_prev = self._plan_targets(t + j * h)
+            x = self._substep(self.problem.data, x, jnp.asarray(u_prev))
+        return State(np.asarray(x.q), np.asarray(x.v)), t + n * h, u_prev
 
     def commit(self, outcome: CycleOutcome) -> None:
         """Make a cycle's outcome the current plan (see the module docstring's fallbacks)."""

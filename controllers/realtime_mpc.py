@@ -1,33 +1,41 @@
-"""MPC in real time: a solver thread replans from the newest measurement while every controller
-call applies the newest plan's local feedback law at the current time.
+"""MPC in real time: a solver replans from the newest measurement while every controller call
+applies the newest plan at the current time.
 
-    controller = RealTimeMPC(MPC("go2", "trot", iterations=1), joint_map)
+    controller = realtime_mpc_controller("go2", joint_map, iterations=2, process=True, core=1)
+    controller.prepare()                   # the first plan and the compilation, before the robot
     result = control_loop.run(udp_robot, controller, safety, duration=10.0, control_dt=0.01)
-    controller.close()                     # stops the solver thread (also on `reset`)
-    controller.summary()                   # cycle times, overruns, plan age, ...
+    controller.shutdown()                  # stops the solver thread and process
+    controller.summary()                   # cycle times, overruns, plan age, lookahead, ...
 
-Why two threads: one FDDP iteration on Go2's 25-knot trot takes longer than a 20 ms control
-period on this CPU (BENCHMARKS.md, "MPC"), and in lockstep the robot would wait for it. Here the
-robot never waits:
+Why: one FDDP iteration on Go2's 25-knot trot takes longer than a 20 ms control period on this
+CPU (BENCHMARKS.md, "MPC"), and in lockstep the robot would wait for it. Here the robot never
+waits:
 
-- the solver thread runs `MPC.plan_cycle` from the newest measurement `(state, t)` as soon as
-  the previous cycle ends (at most once per knot, `mpc.dt`), then commits the plan. The plan's
-  time origin is the measurement's `t`, so the knot applied at time `t'` is the one containing
-  `t' - t`: a plan that took 80 ms to solve is used from its fifth knot on.
+- a solver thread runs one cycle after the other from the newest measurement `(state, t)` (at
+  most once per `min_period`), either itself (`MPC.plan_cycle` on `mpc`) or through a
+  `controllers.mpc_process.SolverProcess` (`solver=`: the solve in a process of its own, away
+  from this interpreter's command loop and controller thread), then commits the plan.
+- latency compensation (`lookahead`): a cycle solves not from the measured state but from the
+  state the planning model predicts `lookahead` after it under the plan in use (`MPC.predict`),
+  and its plan starts there: by default ("auto") the recent median plan age, i.e. when the plan
+  will arrive. Without it the plan starts at the measurement's time and is used from the knot
+  containing the current time, from a state the robot left a cycle ago.
 - every call (the control loop's controller thread, `control_dt`) evaluates the newest plan at
   the call's time (`MPC.targets_at`), optionally (`feedback=True`) with its Riccati feedback on
   the measured state, `q* = u_k + clip(K_k (x (-) x_k), +-feedback_limit)`, which closes the
   loop at the call rate rather than the solver's. Off by default: measured in simulated time
   (`controllers.closed_loop.run_mpc`, Go2 trot at 0.5 m/s, replanning every 80 ms, 4 s), the
   feedback did not keep Go2 up either and tracked worse (mean v_x 0.11 m/s against 0.34 m/s
-  open loop; both fell; replanning every 120 and 160 ms with feedback fell too).
+  open loop; both fell; with a latency of 40 ms and the lookahead it fell too).
+- `prepare` solves the first plan (and compiles) before the robot runs, so `reset` takes one
+  warm-started solve: a first solve of 0.5-2 s left the robot's joints passive and it fell
+  before the first command.
 
-Status (2026-12-02): the robot does not wait, but on this 2-core CPU one Go2 cycle (one FDDP
-iteration on 25 knots) takes a median 54 ms alone on a quiet core (`benchmarks/bench_mpc.py`)
-and 95 ms inside the controller process (pinned to its own core, beside the 500 Hz command loop
-and the controller thread), and in simulated time the trot already falls when replanning every
-80 ms. So this does not yet walk Go2 in real time here; BENCHMARKS.md ("MPC in real time") has
-the numbers, where the time goes, and what was tried.
+Status (2026-12-03): with two FDDP iterations per cycle in a solver process on its own core and
+the lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP, at 16 Hz (median
+cycle about 62 ms), not the 50 Hz the issue asks for; one iteration per cycle does not walk on
+MuJoCo even in lockstep. BENCHMARKS.md ("MPC in real time") has the runs and what each part
+contributes.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
@@ -47,6 +55,7 @@ from dynamics.configuration import State
 
 from .hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 from .mpc import MPC, MPCStats
+from .mpc_process import SolverProcess
 from .state_feedback import measured_state
 
 LOOKAHEAD_WINDOW = 5  # cycles whose median wall time sets the "auto" lookahead
@@ -63,13 +72,20 @@ class RealTimeMPC:
         min_period: [s] the solver starts a new cycle at most this often (default `mpc.dt`).
         lookahead: [s] latency compensation (`MPC.plan_cycle`): each cycle solves from the state
             the planning model predicts this far after the measurement, and its plan starts
-            there. "auto" (default): the median wall time of the last `LOOKAHEAD_WINDOW` cycles
-            (the warm-up cycle's at first), rounded up to whole knots; 0 turns it off.
+            there. "auto" (default): the median plan age of the last `LOOKAHEAD_WINDOW` cycles
+            (the warm-up cycle's wall time at first), rounded up to whole sub-steps of the
+            planning model (`mpc.dt / substeps`); 0 turns it off.
+        solver: a `controllers.mpc_process.SolverProcess` built with the same MPC options as
+            `mpc`: the solves then run in that process (its own interpreter, optionally its own
+            core) and `mpc` only serves and commits its plans; None (default): in a thread of
+            this process, on `mpc` itself.
     """
 
     def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=False,
-                 min_period: float | None = None, lookahead: float | str = "auto"):  # fmt: skip
+                 min_period: float | None = None, lookahead: float | str = "auto",
+                 solver: SolverProcess | None = None):  # fmt: skip
         self.mpc = mpc
+        self.solver = solver
         self.joint_map = joint_map
         self.kp = joint_map.kp_default if kp is None else kp
         self.kd = joint_map.kd_default if kd is None else kd
@@ -88,7 +104,7 @@ class RealTimeMPC:
         self.calls = 0
         self._newest = None  # (State, t, perf_counter at the call)
         self._warmup_cycles = 0
-        self._prepared = None  # the plan `prepare` solved
+        self._prepared = None  # the plan `prepare` solved (in this process or the solver's)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -103,8 +119,11 @@ class RealTimeMPC:
             model = self.mpc.model
             state = State(np.asarray(model.q_standing, float), np.zeros(model.nv))
         self.close()
-        self.mpc.reset(state, 0.0)
-        self._warm_cycle(state)
+        if self.solver is not None:
+            self._adopt(self.solver.prepare(state, self._first_lookahead(), self.mpc.command))
+        else:
+            self.mpc.reset(state, 0.0)
+            self._warm_cycle(state)
         self._prepared = self.mpc.plan
 
     def reset(self, measurement: Measurement) -> None:
@@ -117,24 +136,36 @@ class RealTimeMPC:
         self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
         self.lookaheads = []
         self._newest = None
-        if self._prepared is not None:
-            self.mpc.reset(state, 0.0, init=self._prepared, iterations=self.mpc.iterations)
+        if self.solver is not None:  # the process starts from its own prepared plan
+            self._adopt(self.solver.reset(state, self._first_lookahead(), self.mpc.command))
         else:
-            self.mpc.reset(state, 0.0)
-        self._warm_cycle(state)
+            if self._prepared is not None:
+                self.mpc.reset(state, 0.0, init=self._prepared, iterations=self.mpc.iterations)
+            else:
+                self.mpc.reset(state, 0.0)
+            self._warm_cycle(state)
+        # with a state, targets_at also sets last_targets (the next solve's u_prev) to the
+        # corrected targets: only when the feedback is applied
+        self.mpc.targets_at(0.0, state if self.feedback else None)
         self._warmup_cycles = len(self.mpc.stats.cycles)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._solve_loop, daemon=True, name="mpc-solver")
         self._thread.start()
 
+    def _first_lookahead(self) -> float:
+        """The warm-up cycle's lookahead: one knot (compiles the prediction) unless it is off."""
+        return 0.0 if self.lookahead == 0 else self.mpc.dt
+
     def _warm_cycle(self, state: State) -> None:
         """One warm-started cycle at t = 0 (with the prediction if it is used): compiles both,
         and its wall time is the "auto" lookahead's first estimate."""
-        lookahead = 0.0 if self.lookahead == 0 else self.mpc.dt
-        self.mpc.commit(self.mpc.plan_cycle(state, 0.0, lookahead))
-        # with a state, targets_at also sets last_targets (the next solve's u_prev) to the
-        # corrected targets: only when the feedback is applied
-        self.mpc.targets_at(0.0, state if self.feedback else None)
+        self.mpc.commit(self.mpc.plan_cycle(state, 0.0, self._first_lookahead()))
+
+    def _adopt(self, solved) -> None:
+        """Take the solver process's first plan and warm-up cycle: `((plan, wall), outcome)`."""
+        (plan, wall), warm = solved
+        self.mpc.adopt(plan, 0.0, wall)
+        self.mpc.commit(warm)
 
     def __call__(self, measurement: Measurement, t: float, command: VelocityCommand):
         state = measured_state(measurement)
@@ -155,11 +186,18 @@ class RealTimeMPC:
         )  # fmt: skip
 
     def close(self) -> None:
-        """Stop the solver thread (waits for the cycle in progress)."""
+        """Stop the solver thread (waits for the cycle in progress); a solver process keeps
+        running for the next `reset` (`shutdown` stops it too)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30.0)
             self._thread = None
+
+    def shutdown(self) -> None:
+        """`close`, and stop the solver process if there is one."""
+        self.close()
+        if self.solver is not None:
+            self.solver.close()
 
     # ------------------------------------------------------------------ the solver thread
     def _solve_loop(self) -> None:
@@ -176,7 +214,12 @@ class RealTimeMPC:
             next_start = time.perf_counter() + self.min_period
             lookahead = self._lookahead()
             try:
-                outcome = self.mpc.plan_cycle(state, t, lookahead)
+                if self.solver is not None:
+                    with self.lock:
+                        command, last = self.mpc.command.copy(), self.mpc.last_targets.copy()
+                    outcome = self.solver.cycle(state, t, lookahead, command, last)
+                else:
+                    outcome = self.mpc.plan_cycle(state, t, lookahead)
             except Exception as exc:  # a bug, not a failed solve (plan_cycle handles those)
                 with self.lock:
                     self.error = f"{type(exc).__name__}: {exc}"
@@ -191,11 +234,14 @@ class RealTimeMPC:
         """This cycle's lookahead [s] (see the class docstring)."""
         if self.lookahead != "auto":
             return float(self.lookahead)
-        # the warm-up cycle of `reset` and the solver's (not the first plan's long solve)
-        cycles = self.mpc.stats.cycles[max(self._warmup_cycles - 1, 0) :]
-        walls = [c.wall_time for c in cycles[-LOOKAHEAD_WINDOW:]]
-        dt = self.mpc.dt
-        return dt * max(int(np.ceil(np.median(walls) / dt - 1e-9)), 1) if walls else dt
+        with self.lock:
+            latencies = list(self.plan_ages[-LOOKAHEAD_WINDOW:])
+        if not latencies:  # the warm-up cycle of `reset` (not the first plan's long solve)
+            latencies = [c.wall_time for c in self.mpc.stats.cycles[self._warmup_cycles - 1 :]]
+        step = self.mpc.dt / self.mpc.problem.substeps
+        if not latencies:
+            return step
+        return step * max(int(np.ceil(np.median(latencies) / step - 1e-9)), 1)
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -224,10 +270,14 @@ class RealTimeMPC:
 def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
                             horizon: float = 0.5, iterations: int = 1,
                             feedback: bool = False, lookahead: float | str = "auto",
+                            process: bool = False, core: int | None = None,
                             **problem_options) -> RealTimeMPC:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
     `VelocityCommand`; `problem_options` such as `substeps`, `contact` go to it) in real time
-    (`RealTimeMPC`)."""
-    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations,
-                  **problem_options)  # fmt: skip
-    return RealTimeMPC(planner, joint_map, feedback=feedback, lookahead=lookahead)
+    (`RealTimeMPC`). `process`: solve in a `SolverProcess` (pinned to `core` if given) instead
+    of a thread; call `shutdown()` at the end."""
+    options = dict(robot=robot, gait=gait, command=(0.0, 0.0, 0.0), horizon=horizon,
+                   iterations=iterations, **problem_options)  # fmt: skip
+    planner = MPC(**options)
+    solver = SolverProcess(options, core=core) if process else None
+    return RealTimeMPC(planner, joint_map, feedback=feedback, lookahead=lookahead, solver=solver)

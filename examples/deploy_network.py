@@ -13,11 +13,13 @@ timing statistics (jitter, overruns, missed ticks), what each side rejected and 
 interventions, and the base height. Saves a summary (json).
 
 `--controller mpc` runs the MPC trot in real time (`controllers.realtime_mpc.RealTimeMPC`): the
-robot process simulates in wall-clock time and never waits; a solver thread replans (one FDDP
-iteration per cycle, `--iterations`) from the newest measurement while the controller calls
-(`--control-rate`, 100 Hz for the MPC by default) apply the newest plan at the current time with
-its Riccati feedback. It prints the MPC's cycle-time statistics, overruns (cycles longer than one
-20 ms knot) and plan ages.
+robot process simulates in wall-clock time and never waits; a solver process (`--solver`,
+pinned to the last core, the rest on the others: `--solver-core`) replans (two FDDP iterations
+per cycle, `--iterations`) from the newest measurement, from the state its planning model
+predicts when the plan will arrive (`--lookahead`, by default the recent plan age), while the
+controller calls (`--control-rate`, 100 Hz for the MPC by default) apply the newest plan at the
+current time. The first plan is solved before the robot starts. It prints the MPC's cycle-time
+statistics, overruns (cycles longer than one 20 ms knot) and plan ages.
 
     python examples/deploy_network.py --controller mpc --velocity 0.5 --seconds 10
 
@@ -56,26 +58,60 @@ def robot_process(robot: str, backend: str, command_timeout: float, startup_time
     return robot_server.spawn(args, startup_timeout=startup_timeout)
 
 
+def _pin_beside_the_solver(solver_core):
+    """Pin this process (and so the robot process it starts) to every core but `solver_core`
+    ("auto": the last of two or more; None: nothing pinned); returns the solver's core."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if solver_core == "auto":
+        solver_core = cores[-1] if len(cores) >= 2 else None
+    if solver_core is None:
+        return None
+    others = set(cores) - {int(solver_core)}
+    if others:
+        os.sched_setaffinity(0, others)
+    return int(solver_core)
+
+
 def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, command_rate=500.0,
         drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
         horizon=0.5, iterations=None, lookahead="auto", substeps=2,
-        contact="smooth"):  # fmt: skip
+        contact="smooth", sweeps=10, solver="process", solver_core="auto"):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
-    controller: the stand at 50 Hz; the MPC at 100 Hz with 1 FDDP iteration per cycle in real
+    controller: the stand at 50 Hz; the MPC at 100 Hz with 2 FDDP iterations per cycle in real
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
-    latency compensation (`RealTimeMPC`); `substeps`, `contact`: the MPC's planning model."""
+    latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`: the MPC's planning
+    model. `solver`: "process" (the solves in a process of their own) or "thread";
+    `solver_core`: the core that process runs on, the robot process and this one on the others
+    ("auto": the last core when there are two or more; None: not pinned)."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep
     if control_rate is None:
         control_rate = 100.0 if realtime_mpc else 50.0
     if iterations is None:
-        iterations = 3 if controller == "mpc" and lockstep else 1
+        iterations = 3 if controller == "mpc" and lockstep else 2
+    original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if realtime_mpc and solver == "process":
+        solver_core = _pin_beside_the_solver(solver_core)
+    try:
+        return _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt,
+                    timeout, controller, lockstep, velocity, horizon, iterations, lookahead,
+                    substeps, contact, sweeps, solver, solver_core, joint_map, realtime_mpc)
+    finally:  # a caller in this process (a test) gets its cores back
+        if original is not None:
+            os.sched_setaffinity(0, original)
+
+
+def _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt, timeout,
+         controller, lockstep, velocity, horizon, iterations, lookahead, substeps, contact,
+         sweeps, solver, solver_core, joint_map, realtime_mpc):  # fmt: skip
     source = None
     if controller == "mpc":
         if realtime_mpc:
             ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations,
                                            lookahead=lookahead, substeps=substeps,
-                                           contact=contact)  # fmt: skip
+                                           contact=contact, num_sweeps=sweeps,
+                                           process=solver == "process",
+                                           core=solver_core)  # fmt: skip
             # the first plan and every compilation before the robot runs: the reset then takes
             # one cycle, and the robot is not left passive meanwhile
             ctrl.prepare()
@@ -106,7 +142,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
             robot = UdpRobot(address, joint_map, max_measurement_age=timeout, connect_timeout=10)
         stack.callback(robot.close)
         if realtime_mpc:
-            stack.callback(ctrl.close)
+            stack.callback(ctrl.shutdown)
         result = control_loop.run(
             robot,
             ctrl,
@@ -160,7 +196,7 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.5, help="MPC forward command [m/s]")
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon [s]")
     parser.add_argument("--iterations", type=int, default=None,
-                        help="MPC FDDP iterations per cycle (default: 1 real time, 3 lockstep)")
+                        help="MPC FDDP iterations per cycle (default: 2 real time, 3 lockstep)")
     parser.add_argument("--lookahead", default="auto",
                         help="real-time MPC latency compensation [s], or 'auto' (the recent "
                              "median cycle time rounded up to knots), 0 for none")  # fmt: skip
@@ -168,8 +204,23 @@ def main(argv=None):
                         help="real-time MPC: contact steps per 20 ms knot in the planning model")
     parser.add_argument("--contact", default="smooth", choices=("smooth", "hard"),
                         help="real-time MPC: the planning model's contact")
+    parser.add_argument("--sweeps", type=int, default=10,
+                        help="real-time MPC: prox sweeps of the planning model's contact solve")
+    parser.add_argument("--solver", default="process", choices=("process", "thread"),
+                        help="real-time MPC: solve in a separate process or in a thread")
+    parser.add_argument("--solver-core", default="auto",
+                        help="real-time MPC: the solver process's CPU core (the rest run on the "
+                             "others); 'auto' (the last of two or more) or 'none'")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
+    if args.solver_core not in ("auto", "none"):
+        try:
+            args.solver_core = int(args.solver_core)
+        except ValueError:
+            parser.error(f"--solver-core must be a core index, 'auto' or 'none', "
+                         f"got {args.solver_core!r}")  # fmt: skip
+    elif args.solver_core == "none":
+        args.solver_core = None
     if args.lookahead != "auto":
         try:
             args.lookahead = float(args.lookahead)
@@ -179,7 +230,8 @@ def main(argv=None):
     summary = run(args.robot, args.seconds, args.backend, args.control_rate,
                   args.command_rate, args.drop, args.corrupt, args.timeout, args.controller,
                   args.lockstep, args.velocity, args.horizon, args.iterations, args.lookahead,
-                  args.substeps, args.contact)  # fmt: skip
+                  args.substeps, args.contact, args.sweeps, args.solver,
+                  args.solver_core)  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
     rejected = {k: v for k, v in summary["controller_side"]["counters"].items() if v}

@@ -312,3 +312,38 @@ def test_the_closed_loop_uses_a_plan_latency_periods_after_its_measurement(scrip
     np.testing.assert_allclose(result.targets, first + 0.01 * committed[:, None], atol=1e-12)
     with pytest.raises(ValueError, match="latency must be in"):
         run_mpc(mpc, 0.2, sim_dt=0.01, replan_every=2, latency=3, progress=False)
+
+
+def test_the_lookahead_is_counted_in_sub_steps_of_the_planning_model(scripted):
+    """Two sub-steps of 10 ms per 20 ms knot and a lookahead of 30 ms: three contact steps,
+    under the plan's targets at t, t + 10 ms (same knot) and t + 20 ms (the next knot), each
+    `trajopt.problem.transition` of a one-sub-step problem by hand."""
+    from trajopt import problem as P
+
+    mpc = MPC(ROBOT, "trot", (0.3, 0.0, 0.0), horizon=0.2, dt=0.02, substeps=2)
+    state = State(jnp.asarray(mpc.model.q_standing), jnp.zeros(mpc.model.nv))
+    mpc.reset(state, t=0.0)
+    first = mpc.plan
+    predicted, t, u_prev = mpc.predict(state, 0.04, 0.03)
+    assert t == pytest.approx(0.07)
+    one_step = mpc.problem.replace(substeps=1)
+    x = P.initial_knot_state(mpc.model, state)
+    for k in (2, 2, 3):
+        x = P.transition(one_step, one_step.data, x, jnp.asarray(first.u[k]))[0]
+    np.testing.assert_allclose(np.asarray(predicted.q), np.asarray(x.q), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(predicted.v), np.asarray(x.v), atol=1e-12)
+    np.testing.assert_array_equal(u_prev, first.u[3])
+
+
+def test_adopt_starts_over_with_a_plan_solved_elsewhere(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    plan = mpc.plan
+    mpc.update(state, 0.02)
+    mpc.adopt(plan, 0.5, 0.1)
+    assert mpc.plan is plan and mpc.plan_time == 0.5 and mpc.mode == "mpc"
+    assert len(mpc.stats.cycles) == 1 and mpc.stats.cycles[0].wall_time == 0.1
+    np.testing.assert_array_equal(mpc.targets_at(0.5), plan.u[0])
+    np.testing.assert_array_equal(mpc.targets_at(0.4), plan.u[0])  # no earlier plan: knot 0
+    with pytest.raises(ValueError, match="knots"):
+        mpc.adopt(Trajectory(q=plan.q[:3], v=plan.v[:3], u=plan.u[:2], dt=plan.dt))

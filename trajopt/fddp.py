@@ -495,8 +495,9 @@ def solve_fddp(
     if xs is None:
         xs, _, _ = fn.rollout(data, us)
     cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+    # one transfer each time, not one per value: an MPC cycle's overhead counts
+    cost, defects, terms = jax.device_get((cost, defects, terms))
     cost = float(cost)
-    defects = np.asarray(defects)
     history = []
     status = "max_iterations"
     mu = mu0
@@ -523,7 +524,7 @@ def solve_fddp(
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
         lin = fn.linearize_all(data, xs, us)
-        contact_residual = float(jnp.max(lin.contact_residual))
+        contact_residual = float(np.max(np.asarray(lin.contact_residual)))
         contact_residuals.append(contact_residual)
         accepted = False
         first_expected = None  # the model's predicted change at the least regularisation
@@ -533,6 +534,7 @@ def solve_fddp(
                 out_of_time = True  # keep the current iterate; do not search further
                 break
             k, K, dV1, dV2, ok = fn.backward(lin, defects, mu)
+            ok, dV1 = jax.device_get((ok, dV1))
             if not bool(ok):
                 mu *= 10.0
                 continue
@@ -560,7 +562,8 @@ def solve_fddp(
             break
         xs, us, cost, terms, defects, forces, taus = trial
         feedback = K
-        cost, defects = float(cost), np.asarray(defects)
+        cost, defects, terms = jax.device_get((cost, defects, terms))
+        cost = float(cost)
         mu = max(mu / 10.0, 1e-9)
         gaps = float(np.sum(np.abs(defects)))
         record = {

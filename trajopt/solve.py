@@ -57,14 +57,14 @@ def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str
     if init is not None:
         if init.u.shape != (T, model.nu):
             raise ValueError(f"init has controls of shape {init.u.shape}, expected {(T, model.nu)}")
-        us = jnp.asarray(init.u)
-        xs = P.KnotState(
-            jnp.asarray(init.q),
-            jnp.asarray(init.v),
-            jnp.concatenate([problem.data.x0.u_prev[None], us]),
-        )
-        xs = jax.tree_util.tree_map(lambda a, b: a.at[0].set(b), xs, problem.data.x0)
-        return xs, us
+        # assembled in NumPy, one transfer per array (an MPC cycle pays this every time)
+        x0 = jax.device_get(problem.data.x0)
+        q, v = np.array(init.q, dtype=float), np.array(init.v, dtype=float)
+        q[0], v[0] = x0.q, x0.v
+        u = np.asarray(init.u, dtype=float)
+        u_prev = np.concatenate([np.asarray(x0.u_prev)[None], u])
+        xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
+        return xs, jnp.asarray(u)
     x0 = problem.data.x0
     if problem.control == "pd":
         u0 = x0.u_prev
