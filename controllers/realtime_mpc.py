@@ -32,10 +32,10 @@ waits:
   before the first command.
 
 Status (2026-12-03): with two FDDP iterations per cycle in a solver process on its own core and
-the lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP, at 16 Hz (median
-cycle about 62 ms), not the 50 Hz the issue asks for; one iteration per cycle does not walk on
-MuJoCo even in lockstep. BENCHMARKS.md ("MPC in real time") has the runs and what each part
-contributes.
+the lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP in 8 of 10 runs,
+at about 20 Hz (median cycle ~50 ms), not the 50 Hz the issue asks for; one iteration per cycle
+does not walk on MuJoCo even in lockstep. BENCHMARKS.md ("MPC in real time") has the runs and
+what each part contributes.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
