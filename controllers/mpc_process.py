@@ -107,6 +107,10 @@ class SolverProcess:
                  factory: str = "controllers.mpc:MPC"):  # fmt: skip
         if core is not None and (not isinstance(core, int) or core < 0):
             raise ValueError(f"core must be a CPU index >= 0 or None, got {core!r}")
+        if core is not None and hasattr(os, "sched_getaffinity"):
+            allowed = sorted(os.sched_getaffinity(0))
+            if core not in allowed:
+                raise ValueError(f"core {core} is not one this process may run on: {allowed}")
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self.process = context.Process(
