@@ -107,10 +107,11 @@ class SolverProcess:
                  factory: str = "controllers.mpc:MPC"):  # fmt: skip
         if core is not None and (not isinstance(core, int) or core < 0):
             raise ValueError(f"core must be a CPU index >= 0 or None, got {core!r}")
-        if core is not None and hasattr(os, "sched_getaffinity"):
-            allowed = sorted(os.sched_getaffinity(0))
-            if core not in allowed:
-                raise ValueError(f"core {core} is not one this process may run on: {allowed}")
+        # against the machine's cores, not this process's affinity: a caller may already have
+        # moved itself off the solver's core (examples/deploy_network.py does)
+        cores = os.cpu_count() or 1
+        if core is not None and core >= cores:
+            raise ValueError(f"core {core} does not exist: this machine has cores 0-{cores - 1}")
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self.process = context.Process(
