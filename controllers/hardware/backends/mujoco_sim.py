@@ -151,11 +151,15 @@ class MuJoCoRobot(DrivenRobot):
         )
 
     # ------------------------------------------------------------- SimulatedRobot
+    def _before_step(self) -> None:
+        """Called before each MuJoCo step of `advance` (a subclass's disturbances)."""
+
     def advance(self, duration: float) -> None:
         """Simulate `duration` [s] (a multiple of `timestep`), the PD at every step."""
         n = self.steps_in(duration)
         d, mj, step = self.data, self.mj, self._mujoco.mj_step
         for _ in range(n):
+            self._before_step()
             q, qd = d.qpos[self._qpos_adr], d.qvel[self._dof_adr]
             d.ctrl[self._actuators] = self.driver.torque(q, qd, self.now())
             step(mj, d)
