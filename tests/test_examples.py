@@ -427,6 +427,94 @@ def test_the_distilled_policy_walks_the_issues_whole_grid(tmp_path):
     assert abs(summary["average_speed_m_per_s"] - 0.5) <= 0.2 * 0.5
 
 
+def test_deploy_policy_runs_a_command_tour_under_randomisation(tmp_path):
+    """`--commands` one after another and `--randomize`: the summary has one tracking row per
+    command (from its start plus the settle time), the draw is `DisturbanceRanges.sample` of the
+    seed with the given push and latency bounds, and the pushes inside the run were applied.
+    Bad commands are refused by name."""
+    pytest.importorskip("mujoco")
+    import jax
+
+    import dynamics
+    from controllers.hardware.backends.mujoco_disturbances import DisturbanceRanges
+    from controllers.learning.policy import Policy
+    from controllers.learning.policy_export import export_policy
+
+    export_policy(Policy.create(jax.random.key(0), nu=12, hidden=(16, 16)), tmp_path / "policy",
+                  robot="go2", onnx=False)  # fmt: skip
+    deploy = _load("deploy_policy")
+    summary = deploy.main(
+        ["--policy", str(tmp_path / "policy"), "--commands", "0.3,0,0", "0,0.2,0.5",
+         "--segment-seconds", "1.5", "--seconds", "3.6", "--randomize", "4", "--push", "0.3",
+         "--latency-ms", "10", "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert [r["command"] for r in summary["tracking"]] == [[0.3, 0, 0], [0, 0.2, 0.5]]
+    assert [r["start_s"] for r in summary["tracking"]] == [0.5, 2.0]
+    assert all(np.isfinite(r["linear_error"]) for r in summary["tracking"])
+    draw = DisturbanceRanges(push_velocity=0.3, latency_s=0.01).sample(
+        4, 3.6, dynamics.load_robot("go2").total_mass, start=deploy.STAND_SECONDS)
+    r = summary["randomization"]
+    assert r["seed"] == 4 and r["friction"] == draw.friction and r["latency_s"] == draw.latency
+    assert r["pushes"] == [list(p) for p in draw.pushes]
+    inside = [p for p in draw.pushes if p[0] < 3.6 - 0.002]
+    assert [p[1:] for p in r["applied_pushes"]] == [list(p[1:]) for p in inside]
+    with pytest.raises(SystemExit):
+        deploy.main(["--policy", str(tmp_path / "policy"), "--commands", "0.3,0"])
+
+
+def test_the_command_ramp_moves_toward_each_command_at_the_given_rates():
+    """`command_schedule` with 2 m/s^2 and 2 rad/s^2: the linear command moves along the straight
+    line to the target by 2 m/s per second, the yaw rate by 2 rad/s per second, each stops at
+    its target; the next segment starts from where the ramp got to; the value depends on `t`
+    alone. Without rates the commands step."""
+    deploy = _load("deploy_policy")
+    stand = deploy.STAND_SECONDS
+    source, segments = deploy.command_schedule([(1.0, 0.5, 1.0), (-1.0, -0.5, -1.0)], 1.0,
+                                               accel=2.0, yaw_accel=2.0)  # fmt: skip
+    assert [s[:2] for s in segments] == [(stand, stand + 1.0), (stand + 1.0, np.inf)]
+    unit = np.array([1.0, 0.5]) / np.hypot(1.0, 0.5)
+
+    def at(t):
+        return source(t).as_array()
+
+    np.testing.assert_allclose(at(stand - 0.1), 0.0)
+    np.testing.assert_allclose(at(stand + 0.25), [*(0.5 * unit), 0.5], atol=1e-12)
+    np.testing.assert_allclose(at(stand + 0.7), [1.0, 0.5, 1.0], atol=1e-12)
+    np.testing.assert_allclose(at(stand + 1.5), [*(np.array([1.0, 0.5]) - unit), 0.0],
+                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(at(stand + 0.25), [*(0.5 * unit), 0.5], atol=1e-12)  # any order
+    np.testing.assert_allclose(at(stand + 5.0), [-1.0, -0.5, -1.0], atol=1e-12)
+    steps, _ = deploy.command_schedule([(1.0, 0.5, 1.0)], 1.0, accel=None, yaw_accel=0.0)
+    np.testing.assert_allclose(steps(stand + 0.01).as_array(), [1.0, 0.5, 1.0])
+    with pytest.raises(ValueError, match="accel"):
+        deploy.command_schedule([(1.0, 0.0, 0.0)], 1.0, accel=-1.0)
+
+
+def test_the_base_velocity_recorder_reads_mujocos_state_in_the_heading_frame():
+    """Yawed 90 deg, a world velocity (1, 0.5) is (0.5, -1) in the heading frame; rolled 90 deg,
+    a body angular velocity about y is a yaw rate (world z). Segment means and errors follow."""
+    pytest.importorskip("mujoco")
+    import dynamics
+    from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
+
+    deploy = _load("deploy_policy")
+    robot = MuJoCoRobot(dynamics.load_robot("go2"))
+    recorder = deploy.BaseVelocityRecorder(robot)
+    c = np.sqrt(0.5)
+    for t, quat, v, omega in ((1.0, (c, 0, 0, c), (1.0, 0.5, 0.0), (0, 0, 0.3)),
+                              (2.0, (c, c, 0, 0), (0.2, 0.0, 0.1), (0, 0.7, 0))):  # fmt: skip
+        robot.data.qpos[3:7] = quat
+        robot.data.qvel[0:6] = (*v, *omega)
+        recorder(t, None, robot)
+    np.testing.assert_allclose(recorder.v_xy, [[0.5, -1.0], [0.2, 0.0]], atol=1e-12)
+    np.testing.assert_allclose(recorder.omega_z, [0.3, 0.7], atol=1e-12)
+    rows = recorder.tracking([(0.0, 1.5, (0.5, -1.0, 0.0)), (1.5, np.inf, (0.0, 0.0, 0.7))],
+                             settle=0.5)  # fmt: skip
+    assert rows[0]["linear_error"] == pytest.approx(0.0, abs=1e-12)
+    assert rows[0]["yaw_rate_error"] == pytest.approx(0.3)
+    assert rows[1]["linear_error"] == pytest.approx(0.2) and rows[1]["yaw_rate_error"] < 1e-12
+
+
 def test_train_policy_example(tmp_path):
     """Two SHAC iterations of the test_training configuration (solo12, 8 x 8, fast compile:
     the compiled gradient is shared with that file), killed, then resumed to three: the
