@@ -33,7 +33,7 @@ import time
 import jax
 import numpy as np
 
-from controllers.learning.policy import load_policy, save_policy
+from controllers.learning.policy import CONTROL_DT, load_policy, save_policy
 from controllers.learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
 from trajopt import sharding
 
@@ -42,14 +42,20 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
         resume=False, init=None, checkpoint_every=10, randomization=True, actor_lr=1e-3,
         seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
         critic_bootstrap=False, fast_compile=False, command=None, devices=None,
-        dtype="float64", gait_period=None):  # fmt: skip
+        dtype="float64", gait_period=None, command_interval=None,
+        command_extremes=0.0):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
     `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
     the environment's ("float32" on GPUs); `gait_period` [s]: the observation ends with a gait
-    clock of this period (`EnvConfig.gait_period`; None: none), exported with it. Returns
+    clock of this period (`EnvConfig.gait_period`; None: none), exported with it;
+    `command_interval` [s]: a new command every so often within an episode
+    (`EnvConfig.command_interval`, rounded to policy steps; None: one per episode);
+    `command_extremes`: `EnvConfig.command_extremes` (corners of the command box). Returns
     `(TrainResult, evaluation dict)` (the evaluation is None in processes other than 0 of a
     multi-process run)."""
-    env = EnvConfig(robot=robot, contact=contact, dtype=dtype, gait_period=gait_period)
+    interval = None if command_interval is None else max(1, round(command_interval / CONTROL_DT))
+    env = EnvConfig(robot=robot, contact=contact, dtype=dtype, gait_period=gait_period,
+                    command_interval=interval, command_extremes=command_extremes)  # fmt: skip
     env = env.with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
@@ -81,10 +87,12 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     keys = jax.random.split(jax.random.PRNGKey(12345), eval_envs)
     ev = evaluate(result.policy, env, keys, int(round(eval_seconds / 0.02)), fast_compile)
     print(f"evaluation ({eval_envs} random commands, {eval_seconds:.0f} s): tracking error "
-          f"{ev['mean_tracking_error']:.3f} m/s, return {ev['mean_return']:.2f}, "
+          f"{ev['mean_tracking_error']:.3f} m/s, yaw-rate error "
+          f"{ev['mean_yaw_rate_error']:.3f} rad/s, return {ev['mean_return']:.2f}, "
           f"fell {ev['fell_fraction']:.0%}")  # fmt: skip
     report = {"config": config.to_dict(), "evaluation": {
-        k: ev[k] for k in ("mean_tracking_error", "mean_return", "fell_fraction")},
+        k: ev[k] for k in ("mean_tracking_error", "mean_yaw_rate_error", "mean_return",
+                           "fell_fraction")},
         "policy": policy_path, "checkpoint": result.checkpoint, "seconds": seconds,
         "command": command}  # fmt: skip
     exported = None
@@ -160,6 +168,10 @@ def main(argv=None):
                    help="the environment's float type (float32 on GPUs)")
     p.add_argument("--gait-period", type=float, default=None,
                    help="[s] the policy also observes a gait clock of this period (issue 16)")
+    p.add_argument("--command-interval", type=float, default=None,
+                   help="[s] a new command this often within an episode (default: one each)")
+    p.add_argument("--command-extremes", type=float, default=0.0,
+                   help="probability of each command component at an end of its range")
     p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0")
     p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
     p.add_argument("--process-id", type=int, help="multi-host: this process's index")
@@ -171,7 +183,8 @@ def main(argv=None):
         a.checkpoint_every, not a.no_randomization, a.lr, a.seed, a.eval_envs, a.eval_seconds,
         export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
         fast_compile=a.fast_compile, command=command, devices=a.devices, dtype=a.dtype,
-        gait_period=a.gait_period,
+        gait_period=a.gait_period, command_interval=a.command_interval,
+        command_extremes=a.command_extremes,
         task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
                   push=a.push))  # fmt: skip
 

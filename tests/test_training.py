@@ -132,6 +132,11 @@ def test_standing_policy_stands_for_one_second(env, eval_keys):
     missed = evaluate(_policy(final_scale=0.0), ENV, eval_keys, EVAL_STEPS, fast_compile=True,
                       commands=forward, settle=10)  # fmt: skip
     assert still["mean_tracking_error"] < 0.05 < 0.9 < missed["mean_tracking_error"] < 1.1
+    # and a yaw-rate command of 0.8 rad/s by ~0.8 rad/s, with no linear error
+    turn = evaluate(_policy(final_scale=0.0), ENV, eval_keys, EVAL_STEPS, fast_compile=True,
+                    commands=np.tile([0.0, 0.0, 0.8], (n, 1)), settle=10)  # fmt: skip
+    assert still["mean_yaw_rate_error"] < 0.05 < 0.7 < turn["mean_yaw_rate_error"] < 0.9
+    assert turn["mean_tracking_error"] < 0.05
     with pytest.raises(ValueError, match="commands must have shape"):
         evaluate(_policy(), ENV, eval_keys, EVAL_STEPS, commands=np.zeros((n, 2)))
 
@@ -153,6 +158,50 @@ def test_termination_and_auto_reset(env, batch_step):
     np.testing.assert_allclose(obs, jax.vmap(env.observe)(new))
     assert not np.allclose(info["terminal_obs"][0], obs[0])
     np.testing.assert_allclose(info["terminal_obs"][2], obs[2])
+
+
+def test_a_command_interval_draws_new_commands_within_the_episode():
+    """`command_interval=3`: the step that ends at t = 3, 6, ... draws a new command in the
+    ranges (the observation carries it); other steps keep it; None keeps it for the episode and
+    is left out of `to_dict` (old checkpoints still resume); bad intervals are refused."""
+    config = ENV.replace(command_interval=3)
+    env = shac.make_env(config)
+    step = jax.jit(jax.vmap(env.step), compiler_options=FAST)
+    state = _reset(env, 3)
+    state = dataclasses.replace(state, t=jnp.array([2, 3, 5]))
+    new, obs, _, done, _ = step(state, jnp.zeros((3, 12)))
+    assert not np.any(np.asarray(done))
+    changed = ~np.all(np.isclose(np.asarray(new.command), np.asarray(state.command)), axis=1)
+    np.testing.assert_array_equal(changed, [True, False, True])
+    for c in np.asarray(new.command):
+        assert config.vx_range[0] <= c[0] <= config.vx_range[1]
+        assert config.yaw_rate_range[0] <= c[2] <= config.yaw_rate_range[1]
+    np.testing.assert_allclose(obs, jax.vmap(env.observe)(new))
+    assert "command_interval" not in ENV.to_dict() and config.to_dict()["command_interval"] == 3
+    for bad in (0, 2.5):
+        with pytest.raises(ValueError, match="command_interval"):
+            LocomotionEnv(ENV.replace(command_interval=bad))
+
+
+def test_command_extremes_put_components_at_the_ends_of_their_ranges():
+    """With probability 1 every command is a corner of the box (both ends of every range
+    drawn); with 0.5 about half of the components are at an end (binomial, 3 x 400 draws);
+    0 leaves the uniform draws as they were. Outside [0, 1] is refused."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 400)
+    hi = np.array([ENV.vx_range[1], ENV.vy_range[1], ENV.yaw_rate_range[1]])
+    draws = {}
+    for p in (0.0, 0.5, 1.0):
+        env = LocomotionEnv(ENV.replace(command_extremes=p))
+        draws[p] = np.asarray(jax.jit(jax.vmap(env.sample_command))(keys))
+    at_end = np.isclose(np.abs(draws[1.0]), hi)
+    assert at_end.all()
+    assert (draws[1.0] > 0).any(axis=0).all() and (draws[1.0] < 0).any(axis=0).all()
+    assert 0.42 < np.isclose(np.abs(draws[0.5]), hi).mean() < 0.58
+    uniform = np.asarray(jax.vmap(LocomotionEnv(ENV).sample_command)(keys))
+    np.testing.assert_array_equal(draws[0.0], uniform)
+    assert not np.isclose(np.abs(uniform), hi).any()
+    with pytest.raises(ValueError, match="command_extremes"):
+        LocomotionEnv(ENV.replace(command_extremes=1.5))
 
 
 def test_a_bad_state_flagged_by_the_simulator_ends_the_episode(env, batch_step):

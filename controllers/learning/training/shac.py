@@ -523,15 +523,18 @@ def _compiled_evaluation(config: EnvConfig, steps: int, fast_compile: bool = Fal
         def body(envs, _):
             obs = jax.vmap(env.observe)(envs)
             envs, _, reward, done, info = jax.vmap(env.step)(envs, _act(policy, obs, env.dtype))
-            return envs, (reward, info["tracking_error"], info["fell"], envs.sim.q[:, 2])
+            errors = (info["tracking_error"], info["yaw_rate_error"])
+            return envs, (reward, errors, info["fell"], envs.sim.q[:, 2])
 
-        _, (reward, error, fell, height) = jax.lax.scan(body, envs, None, length=steps)
+        _, (reward, (error, yaw_error), fell, height) = jax.lax.scan(body, envs, None,
+                                                                     length=steps)  # fmt: skip
         alive = jnp.cumsum(fell, axis=0) == 0  # steps before the first fall
         counted = alive & (jnp.arange(steps) >= settle)[:, None]
+        count = jnp.maximum(jnp.sum(counted, 0), 1)
         return {
             "return": jnp.sum(reward * alive, axis=0),
-            "tracking_error": jnp.sum(error * counted, axis=0)
-            / jnp.maximum(jnp.sum(counted, 0), 1),
+            "tracking_error": jnp.sum(error * counted, axis=0) / count,
+            "yaw_rate_error": jnp.sum(yaw_error * counted, axis=0) / count,
             "fell": jnp.any(fell, axis=0),
             "height": height,
         }
@@ -550,7 +553,8 @@ def evaluate(policy: Policy, config: EnvConfig, keys, steps: int, fast_compile: 
              commands=None, settle: int = 0) -> dict:  # fmt: skip
     """The policy alone from `reset(keys[i])` for `steps` policy steps, per environment
     (counted until its first fall): `return` (sum of rewards), `tracking_error` (mean
-    `|v_xy - c_xy|` [m/s] over the steps from `settle` on), `fell`; plus their means, and the
+    `|v_xy - c_xy|` [m/s] over the steps from `settle` on), `yaw_rate_error` (mean
+    `|omega_z - c_yaw|` [rad/s], likewise), `fell`; plus their means, and the
     base height `(steps, N)` [m] after each step. commands: `(N, 3)` `(vx, vy, yaw_rate)` in
     place of the sampled ones (held for the whole run; an episode must not end by
     truncation within `steps`). Deterministic for given keys (raw PRNG keys `(N, 2)`)."""
@@ -568,6 +572,7 @@ def evaluate(policy: Policy, config: EnvConfig, keys, steps: int, fast_compile: 
     out = {k: np.asarray(v) for k, v in out.items()}
     out["mean_return"] = float(np.mean(out["return"]))
     out["mean_tracking_error"] = float(np.mean(out["tracking_error"]))
+    out["mean_yaw_rate_error"] = float(np.mean(out["yaw_rate_error"]))
     out["fell_fraction"] = float(np.mean(out["fell"]))
     return out
 
