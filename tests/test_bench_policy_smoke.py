@@ -32,3 +32,25 @@ def test_bench_policy_quick(tmp_path):
     assert row["interventions"].get("soft_start") == 1  # the safety layer ran
     with pytest.raises(SystemExit):
         bench.main(["--policy", str(tmp_path / "missing.eqx")])
+
+
+@pytest.mark.slow
+def test_bench_policy_grid_and_randomised_tour_quick(tmp_path):
+    """The omnidirectional form: a (vx, vy, yaw) grid in our simulator (yaw-rate errors too) and
+    a randomised MuJoCo tour of two commands: one row per seed with its draw and both errors."""
+    bench = load_benchmark("bench_policy")
+    path = tmp_path / "policy.eqx"
+    save_policy(Policy.create(jax.random.PRNGKey(0), 12, dtype=jnp.float64, final_scale=0.01), path)
+    args = ["--policy", str(path), "--robot", "solo12", "--vx", "0.3", "--vy", "0", "0.1",
+            "--yaw", "0.5", "--runs", "1", "--seconds", "0.4", "--settle", "0.1",
+            "--mujoco-commands", "0.3,0,0", "0,0.1,0.5", "--segment-seconds", "1.2",
+            "--mujoco-seconds", "3.2", "--mujoco-randomize", "5", "--no-write"]  # fmt: skip
+    out = bench.main(args)
+    assert [(r["contact"], r["vy"]) for r in out["simulator"]] == [
+        ("smooth", 0.0), ("smooth", 0.1), ("hard", 0.0), ("hard", 0.1)]
+    for r in out["simulator"]:  # an untrained policy stands: it misses the yaw rate by ~0.5
+        assert 0.3 < r["yaw_rate_error"] < 0.7 and r["yaw_rate"] == 0.5
+    (row,) = out["mujoco"]
+    assert row["seed"] == 5 and row["commands"] == 2 and row["randomization"]["seed"] == 5
+    assert [t["command"] for t in row["tracking"]] == [[0.3, 0, 0], [0, 0.1, 0.5]]
+    assert math.isfinite(row["worst_error"]) and math.isfinite(row["worst_yaw_rate_error"])
