@@ -37,6 +37,7 @@ import datetime
 import importlib.util
 import json
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -269,7 +270,7 @@ def main(argv=None):
     print("MuJoCo through the hardware interface:", flush=True)
     mujoco = mujoco_rows(policy, args)
     training = training_summary(args.training)
-    command = "python benchmarks/bench_policy.py " + " ".join(argv or sys.argv[1:])
+    command = "python benchmarks/bench_policy.py " + shlex.join(argv or sys.argv[1:])
     lines = [
         args.section,
         "",
