@@ -10,15 +10,16 @@ inside `PolicyController` at the period it was exported with (`control_dt`), wit
 gains; the safety layer and the writes run at `--command-rate` = MuJoCo's rate, in simulated time.
 The robot stands for 0.5 s, then gets `--velocity` forward (with `--vy`, `--yaw-rate`), or
 the `--commands` one after another, `--segment-seconds` each (`--commands omni`: a tour of the
-omnidirectional box, `OMNI_TOUR`). `--randomize SEED` runs MuJoCo under one draw of domain
+omnidirectional box, `OMNI_TOUR`), ramped at `--accel`, `--yaw-accel` (0: step changes).
+`--randomize SEED` runs MuJoCo under one draw of domain
 randomisation (`controllers.hardware.backends.mujoco_disturbances`: payload, friction, command
 latency, pushes; the training environment's ranges, `--push` and `--latency-ms` to change
 them). Prints timing statistics, safety interventions, the tracking per command (MuJoCo's base
 velocity in the heading frame, averaged after `SETTLE_SECONDS` of each command) and the base
 heights; saves the loop log (npz) and a summary (json).
 
-    python examples/deploy_policy.py --policy results/omni/export --commands omni \
-        --segment-seconds 2.5 --seconds 20.5 --randomize 0
+    python examples/deploy_policy.py --policy examples/policies/go2_omni --commands omni \
+        --seconds 28 --randomize 0
 """
 
 from __future__ import annotations
