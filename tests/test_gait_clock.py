@@ -410,11 +410,13 @@ def test_the_trainers_build_clock_policies_for_a_clock_environment():
 def test_a_configuration_without_the_clock_keeps_its_recorded_form():
     """SHAC's `--resume` compares the configuration with the one in the checkpoint header:
     a run from before the clock must still resume, so the dict has no "gait_period" key
-    unless the clock is on."""
+    unless the clock is on (nor the later "command_interval", "command_extremes" keys at
+    their defaults)."""
     from controllers.learning.training import SHACConfig
 
     before = dataclasses.asdict(SHACConfig())
-    del before["env"]["gait_period"]  # the field the clock added
+    for added in ("gait_period", "command_interval", "command_extremes"):  # fields added since
+        del before["env"][added]
     assert SHACConfig().to_dict() == before
     assert "gait_period" not in EnvConfig().to_dict()
     with_clock = SHACConfig(env=EnvConfig(gait_period=0.4)).to_dict()
