@@ -37,7 +37,7 @@ from controllers.hardware.backends.mujoco_disturbances import (
     DisturbedMuJoCoRobot,
 )
 from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
-from controllers.hardware.interface import JointMap, VelocityCommand
+from controllers.hardware.interface import JointMap, VelocityCommand, rotation_from_quat
 from controllers.hardware.safety import SafetyConfig, SafetyLayer
 from controllers.hardware.timing import format_summary
 from controllers.learning.policy import ACTION_CLIP
@@ -150,18 +150,12 @@ class BaseVelocityRecorder:
     yaw rate `omega_z` [rad/s] (world z), with the loop time `t` [s]."""
 
     def __init__(self, robot):
-        free = robot.mj.body_jntadr[robot.mj.body(robot.model.joint_names[0]).id]
-        self.qpos = int(robot.mj.jnt_qposadr[free])
-        self.dof = int(robot.mj.jnt_dofadr[free])
+        self.qpos, self.dof = robot.base_joint_addresses()
         self.t, self.v_xy, self.omega_z = [], [], []
 
     def __call__(self, t, safety, robot) -> None:
-        w, x, y, z = robot.data.qpos[self.qpos + 3 : self.qpos + 7]
-        rotation = np.array([  # base to world, from the unit quaternion (w, x, y, z)
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ])  # fmt: skip
+        quat_wxyz = robot.data.qpos[self.qpos + 3 : self.qpos + 7]
+        rotation = rotation_from_quat(quat_wxyz[[1, 2, 3, 0]])  # base to world
         yaw = np.arctan2(rotation[1, 0], rotation[0, 0])
         v = robot.data.qvel[self.dof : self.dof + 3]  # world frame
         omega = rotation @ robot.data.qvel[self.dof + 3 : self.dof + 6]  # body -> world

@@ -117,10 +117,10 @@ class DisturbedMuJoCoRobot(MuJoCoRobot):
         self._in_flight: deque = deque()  # (delivery step, command)
         self._pushes = sorted(d.pushes)
         self.applied_pushes: list = []  # (robot time [s], dvx, dvy) as applied
-        free = self.mj.body_jntadr[base]
-        if self.mj.jnt_type[free] != self._mujoco.mjtJoint.mjJNT_FREE:
+        addresses = self.base_joint_addresses()
+        if addresses is None:
             raise ValueError(f"{model.name}'s base has no free joint to push")
-        self._base_dof = int(self.mj.jnt_dofadr[free])  # world-frame linear velocity first
+        self._base_dof = addresses[1]  # world-frame linear velocity first
 
     def write(self, command: JointCommand) -> None:
         if self.latency_steps == 0:

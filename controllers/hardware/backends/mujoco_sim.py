@@ -123,6 +123,15 @@ class MuJoCoRobot(DrivenRobot):
         self.steps = 0
         self.sequence = 0
 
+    def base_joint_addresses(self) -> tuple[int, int] | None:
+        """`(qpos address, dof address)` of the base's free joint (MuJoCo's layout: position,
+        quaternion `(w, x, y, z)`; world-frame linear velocity, body-frame angular velocity);
+        None for a base without one."""
+        joint = self.mj.body_jntadr[self.mj.body(self.model.joint_names[0]).id]
+        if joint < 0 or self.mj.jnt_type[joint] != self._mujoco.mjtJoint.mjJNT_FREE:
+            return None
+        return int(self.mj.jnt_qposadr[joint]), int(self.mj.jnt_dofadr[joint])
+
     def set_state(self, q, v) -> None:
         """Set MuJoCo's state from the model's `q (nq,)`, `v (nv,)` (no time change)."""
         self.data.qpos[:] = qpos_from_q(self.model, q)
