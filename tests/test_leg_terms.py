@@ -124,7 +124,12 @@ def _pushed(terms, which, points, tangents):
 
 
 @pytest.mark.parametrize(
-    "robot, frame_set", [("go2", "feet"), ("anymal_c", "feet and thighs"), ("solo12", "feet")]
+    "robot, frame_set",
+    [  # Go2 in the fast suite (two frames per leg: `test_rule_with_symbolic_zero_tangents`)
+        ("go2", "feet"),
+        pytest.param("anymal_c", "feet and thighs", marks=pytest.mark.slow),
+        pytest.param("solo12", "feet", marks=pytest.mark.slow),
+    ],
 )
 def test_rule_equals_the_generic_rule_under_jacfwd_and_jvp(robot, frame_set):
     """Both rules batched over points: `vmap` of `jacfwd` and of `jvp` along random tangents."""
@@ -224,7 +229,7 @@ def test_legs_with_interleaved_coordinates():
     def jacobian(terms):
         return jax.jit(jax.vmap(jax.jacfwd(terms, argnums=(0, 1, 2))))(*points)
 
-    _close(jax.vmap(legs_rule)(*points), jax.vmap(generic)(*points))
+    _close(jax.jit(jax.vmap(legs_rule))(*points), jax.jit(jax.vmap(generic))(*points))
     _close(jacobian(legs_rule), jacobian(generic))
 
 
