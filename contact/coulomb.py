@@ -205,6 +205,7 @@ def solve_impulses(
     num_sweeps: int = 20,
     method: str = "gauss_seidel",
     derivatives: str = "unrolled",
+    velocity_fn=None,
 ):
     """Contact impulses by the paper's fixed number of projected (prox) sweeps.
 
@@ -219,6 +220,14 @@ def solve_impulses(
         derivatives: "unrolled" (default): automatic differentiation through every sweep, the
             derivative of the computed iterate; "implicit": the derivative of the exact solution
             of the fixed point at the returned iterate (implicit function theorem, below).
+        velocity_fn: optional, implicit derivatives only: `p (k, 3) -> u (k, 3)`, the contact
+            velocity `G~ p + c` written through the quantities `G` and `c` are made of (the
+            step's `J (v + M^-1 (dt (tau - h) + J^T (w p)))`). Its value must equal
+            `G~ p + c`; the rule then differentiates it instead of `G~` and `c`, whose own
+            tangents are never formed (`G` and `c` serve the sweeps and the steps `R` only):
+            the right-hand side `dG~ p + dc` costs a few mass-matrix solves with one column
+            each instead of the tangents of `M^-1 J^T` and `J M^-1 J^T` (the rule of Le Lidec
+            et al.: `dG` is never formed).
 
     Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
     `jacobi_steps`:
@@ -268,13 +277,18 @@ def solve_impulses(
     def initial(diagonal_blocks, free):
         return project_disk_cone(-jnp.einsum("iab,ib->ia", _inverse3(diagonal_blocks), free), mu)
 
+    if velocity_fn is not None and derivatives != "implicit":
+        raise ValueError("velocity_fn is for derivatives='implicit' only")
     if derivatives == "unrolled":
         p = _sweeps(method, num_sweeps, gw, c, mu, steps, initial(diagonal, c))
     else:
         held_steps = jax.lax.stop_gradient(steps)
+        differentiated_velocity = velocity if velocity_fn is None else velocity_fn
+        if velocity_fn is not None:  # G~ and c serve the sweeps only: no tangents for them
+            gw, c = jax.lax.stop_gradient(gw), jax.lax.stop_gradient(c)
 
         def fixed_point_residual(p):
-            return p - project_disk_cone(p - held_steps * velocity(p), mu)
+            return p - project_disk_cone(p - held_steps * differentiated_velocity(p), mu)
 
         def sweeps(_, p0):
             return _sweeps(method, num_sweeps, gw, c, mu, held_steps, p0)

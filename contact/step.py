@@ -221,6 +221,51 @@ def _free_velocity_and_response(model, mass, bias, tau, jac, v, dt):
     return v + dt * solved[:, 0], solved[:, 1:]
 
 
+def _impulses_differentiated_at_the_solution(
+    model, mass, bias, tau, jac, v, dt, active, opening, friction, num_sweeps, method
+):
+    """`(impulse (k, 3), v+ (nv,), solve info)` with the implicit derivative of the impulse
+    solve written through `M`, `h`, `J` themselves (Le Lidec et al. 2024: `dG` is never formed).
+
+    Primal: as the unrolled branch (`G = J M^-1 J^T`, `c = J v_free`, the sweeps). Tangent: the
+    contact velocity the fixed point sees, for contact i with weight `w_i` and unit impulses `p`,
+
+        u_i(p) = (G~ p + c)_i = J_i v+(w p) + (1 - w_i) G_ii p_i + opening_i e_n,
+        v+(P)  = v + M^-1 (dt (tau - h) + J^T P),     G_ii p_i = J_i M^-1 J_i^T p_i,
+
+    is differentiated at the solution with `p` held (`coulomb.solve_impulses(velocity_fn=)`):
+    mass-matrix solves with 1 + k vectors (`dynamics.mass_solve`, tangent `M^-1 (db - dM x)`)
+    instead of the tangents of `M^-1 J^T (nv, 3k)` and `G (3k, 3k)`. `v+` is `v+(w p)`, whose
+    tangent again solves with one vector. Same values as the unrolled branch's to rounding."""
+    k = active.shape[0]
+    nv = model.nv
+    generalized = dt * (generalized_forces(model, tau) - bias)
+    jac_k = jac.reshape(k, 3, nv)
+
+    def post_velocity(impulses):
+        """`v+ (nv,)` for contact impulses `(k, 3)` (contact frames)."""
+        return v + mass_solve(mass, generalized + jac.T @ impulses.reshape(3 * k))
+
+    def contact_velocity(p):
+        """`u (k, 3) = G~ p + c` for unit-weight impulses `p (k, 3)` (see above)."""
+        through_body = (jac @ post_velocity(active[:, None] * p)).reshape(k, 3)
+        own = mass_solve(mass, jnp.einsum("kan,ka->nk", jac_k, p))  # (nv, k): M^-1 J_i^T p_i
+        self_term = jnp.einsum("kan,nk->ka", jac_k, own)  # G_ii p_i
+        return through_body + (1.0 - active)[:, None] * self_term + jnp.zeros_like(p).at[
+            :, 2].set(opening)  # fmt: skip
+
+    # the primal Delassus matrix and free contact velocity, for the sweeps only
+    held = jax.lax.stop_gradient((mass, bias, jac, v, tau, opening))
+    v_free, minv_jt = _free_velocity_and_response(model, held[0], held[1], held[4], held[2],
+                                                  held[3], dt)  # fmt: skip
+    free_contact_velocity = (held[2] @ v_free).reshape(k, 3).at[:, 2].add(held[5])
+    impulse, info = solve_impulses(
+        held[2] @ minv_jt, free_contact_velocity, friction, active, num_sweeps, method,
+        "implicit", velocity_fn=contact_velocity,
+    )  # fmt: skip
+    return impulse, post_velocity(impulse), info
+
+
 def _info(contacts: FootContacts, impulse, active, residual, dt) -> StepInfo:
     """The contact part of `StepInfo`; `step` fills the state flags (false here)."""
     force = jnp.einsum("kab,kb->ka", contacts.frame, impulse) / dt
@@ -254,22 +299,24 @@ def _moreau_step(
     mass, bias, contacts = _dynamics_at(model, params, q_mid, v, rigid_body_derivatives)
     k = model.nfeet
     jac = contacts.jacobian.reshape(3 * k, model.nv)
-    v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
     active = activation(contact, params, contacts.gap)
-    free_contact_velocity = (jac @ v_free).reshape(k, 3)
     if contact == "hard":  # speculative: a separated contact may close its gap, not more
         opening = jnp.maximum(contacts.gap, 0.0) / dt
-        free_contact_velocity = free_contact_velocity.at[:, 2].add(opening)
-    impulse, solve_info = solve_impulses(
-        jac @ minv_jt,
-        free_contact_velocity,
-        contacts.friction,
-        active,
-        num_sweeps,
-        method,
-        derivatives,
-    )
-    v_next = v_free + minv_jt @ impulse.reshape(3 * k)
+    else:
+        opening = jnp.zeros_like(contacts.gap)
+    if derivatives == "implicit":
+        impulse, v_next, solve_info = _impulses_differentiated_at_the_solution(
+            model, mass, bias, tau, jac, v, dt, active, opening, contacts.friction, num_sweeps,
+            method,
+        )  # fmt: skip
+    else:
+        v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
+        free_contact_velocity = (jac @ v_free).reshape(k, 3).at[:, 2].add(opening)
+        impulse, solve_info = solve_impulses(
+            jac @ minv_jt, free_contact_velocity, contacts.friction, active, num_sweeps, method,
+            derivatives,
+        )  # fmt: skip
+        v_next = v_free + minv_jt @ impulse.reshape(3 * k)
     q_next = integrate(model, q, (0.5 * dt) * (v + v_next))
     info = _info(contacts, impulse, active, solve_info["residual"], dt)
     return State(q_next, v_next), info
