@@ -14,8 +14,10 @@
    (`run_mpc(..., latency=k)`), without and with the latency compensation
    (`lookahead = k dt`: the plan is solved from the predicted state and starts there).
 
-The process is pinned to core 0 before JAX starts (issue: one core). Results go to the
-`## MPC (controllers/mpc.py)` section of BENCHMARKS.md.
+The process is pinned to one core (`--core`, default 0) before JAX starts (issue: one core).
+`--derivatives implicit` plans with the impulse solve's implicit derivatives
+(`trajopt.problem.Problem`). Results go to the `## MPC (controllers/mpc.py)` section of
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ HEADING = "## MPC (controllers/mpc.py)"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(robot, velocity, seconds, replan_every, iterations, budget, latency=0, lookahead=0.0):
+def measure(robot, velocity, seconds, replan_every, iterations, budget, latency=0, lookahead=0.0,
+            derivatives="unrolled"):  # fmt: skip
     from controllers.closed_loop import run_mpc
     from controllers.mpc import MPC
 
     mpc = MPC(robot, "trot", (velocity, 0.0, 0.0), horizon=0.5, iterations=iterations,
-              time_budget=budget)  # fmt: skip
+              time_budget=budget, derivatives=derivatives)  # fmt: skip
     result = run_mpc(mpc, seconds, replan_every=replan_every, latency=latency,
                      lookahead=lookahead, progress=False)  # fmt: skip
     cycles = [c.wall_time for c in mpc.stats.cycles[1:]]  # the first solve compiles
@@ -52,12 +55,15 @@ def main(argv=None):
     parser.add_argument("--latency", type=int, nargs="*", default=[1, 2],
                         help="latency rows: replan every k periods, plans used k periods late")
     parser.add_argument("--iterations", type=int, default=1)
+    parser.add_argument("--derivatives", choices=("unrolled", "implicit"), default="unrolled",
+                        help="the planning model's impulse-solve derivatives (trajopt.Problem)")
     parser.add_argument("--budget", type=float, default=0.5, help="wall budget per cycle [s]")
+    parser.add_argument("--core", type=int, default=0, help="the core to pin to")
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not args.no_pin and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {0})  # before JAX creates its thread pools
+        os.sched_setaffinity(0, {args.core})  # before JAX creates its thread pools
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
@@ -70,7 +76,7 @@ def main(argv=None):
     runs += [(k, k, look) for k in args.latency for look in (0.0, 0.02 * k)]
     for k, latency, lookahead in runs:
         summary, cycles = measure(args.robot, args.velocity, args.seconds, k, args.iterations,
-                                  args.budget, latency, lookahead)  # fmt: skip
+                                  args.budget, latency, lookahead, args.derivatives)  # fmt: skip
         if k == 1 and latency == 0:
             cycle_times = np.asarray(cycles)
         rows.append((k, latency, lookahead, summary))
@@ -83,11 +89,13 @@ def main(argv=None):
         "",
         f"- Command: `python benchmarks/bench_mpc.py {' '.join(argv or sys.argv[1:])}`".rstrip(),
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- CPU: {cpu_name()}, pinned to core 0; 1-min load average {load_before:.2f} before, "
+        f"- CPU: {cpu_name()}, pinned to core {args.core}; 1-min load average "
+        f"{load_before:.2f} before, "
         f"{load_after:.2f} after (other processes share this 2-core machine)",
         f"- Versions: {versions('jax', 'jaxlib', 'numpy')}",
         f"- Problem: {args.robot} trot at {args.velocity} m/s, horizon 0.5 s at 20 ms (25 knots, "
-        f"2 substeps, smooth contact, 10 sweeps), {args.iterations} FDDP iteration(s) per cycle, "
+        f"2 substeps, smooth contact, 10 sweeps, {args.derivatives} derivatives), "
+        f"{args.iterations} FDDP iteration(s) per cycle, "
         f"wall budget {args.budget} s per cycle; plant: `contact.step` at 2 ms, smooth, 20 sweeps; "
         f"{args.seconds} s simulated per row, tracking measured after the first second.",
         "",

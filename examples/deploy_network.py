@@ -75,14 +75,16 @@ def _pin_beside_the_solver(solver_core):
 def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, command_rate=500.0,
         drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
         horizon=0.5, iterations=None, lookahead="auto", substeps=2,
-        contact="smooth", sweeps=10, solver="process", solver_core="auto"):  # fmt: skip
+        contact="smooth", sweeps=10, solver="process", solver_core="auto",
+        derivatives="unrolled"):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
     controller: the stand at 50 Hz; the MPC at 100 Hz with 2 FDDP iterations per cycle in real
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
-    latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`: the MPC's planning
-    model. `solver`: "process" (the solves in a process of their own) or "thread";
-    `solver_core`: the core that process runs on, the robot process and this one on the others
-    ("auto": the last core when there are two or more; None: not pinned)."""
+    latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`, `derivatives`
+    (of the impulse solve, `trajopt.problem.Problem`): the MPC's planning model. `solver`:
+    "process" (the solves in a process of their own) or "thread"; `solver_core`: the core that
+    process runs on, the robot process and this one on the others ("auto": the last core when
+    there are two or more; None: not pinned)."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep
     if control_rate is None:
@@ -95,7 +97,8 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     try:
         return _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt,
                     timeout, controller, lockstep, velocity, horizon, iterations, lookahead,
-                    substeps, contact, sweeps, solver, solver_core, joint_map, realtime_mpc)
+                    substeps, contact, sweeps, solver, solver_core, joint_map, realtime_mpc,
+                    derivatives)
     finally:  # a caller in this process (a test) gets its cores back
         if original is not None:
             os.sched_setaffinity(0, original)
@@ -103,13 +106,14 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
 
 def _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt, timeout,
          controller, lockstep, velocity, horizon, iterations, lookahead, substeps, contact,
-         sweeps, solver, solver_core, joint_map, realtime_mpc):  # fmt: skip
+         sweeps, solver, solver_core, joint_map, realtime_mpc, derivatives):  # fmt: skip
     source = None
     if controller == "mpc":
         if realtime_mpc:
             ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations,
                                            lookahead=lookahead, substeps=substeps,
                                            contact=contact, num_sweeps=sweeps,
+                                           derivatives=derivatives,
                                            process=solver == "process",
                                            core=solver_core)  # fmt: skip
             # the first plan and every compilation before the robot runs: the reset then takes
@@ -206,6 +210,9 @@ def main(argv=None):
                         help="real-time MPC: the planning model's contact")
     parser.add_argument("--sweeps", type=int, default=10,
                         help="real-time MPC: prox sweeps of the planning model's contact solve")
+    parser.add_argument("--derivatives", default="unrolled", choices=("unrolled", "implicit"),
+                        help="real-time MPC: the planning model's impulse-solve derivatives "
+                             "(implicit: at the solution, cheaper)")  # fmt: skip
     parser.add_argument("--solver", default="process", choices=("process", "thread"),
                         help="real-time MPC: solve in a separate process or in a thread")
     parser.add_argument("--solver-core", default="auto",
@@ -231,7 +238,7 @@ def main(argv=None):
                   args.command_rate, args.drop, args.corrupt, args.timeout, args.controller,
                   args.lockstep, args.velocity, args.horizon, args.iterations, args.lookahead,
                   args.substeps, args.contact, args.sweeps, args.solver,
-                  args.solver_core)  # fmt: skip
+                  args.solver_core, args.derivatives)  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
     rejected = {k: v for k, v in summary["controller_side"]["counters"].items() if v}

@@ -248,3 +248,26 @@ def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
     report = fddp._contact_report(recorded, problem.num_sweeps, verbose=True)
     assert report["unconverged_linearizations"] == unconverged
     assert f"at {unconverged} of {len(recorded)} linearisation points" in capsys.readouterr().out
+
+
+def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve():
+    """`Problem(derivatives="implicit")`: the knot linearisation FDDP uses (A, B, residual
+    Jacobians) equals the unrolled one where the impulse solve has converged (1e-6 relative,
+    the issue's bar); the dynamics are the same, the structure (compiled functions) is not."""
+    base = make_problem("solo12", "trot", 0.3, duration=0.04, dt=0.02, substeps=2,
+                        num_sweeps=100)  # fmt: skip
+    implicit = base.replace(derivatives="implicit")
+    assert fddp.structure_key(base) != fddp.structure_key(implicit)
+    xs, us = initial_guess(base)
+    xs, _, _ = fddp.compiled(base).rollout(base.data, us)
+    t = 1
+    x, u = fddp._index(xs, t), us[t] + 0.05
+    _, _, _, residual = P.transition_with_residual(base, base.data, x, u)
+    assert float(residual) < 1e-9  # converged: the two derivatives must agree
+    ours = fddp.compiled(implicit).linearize(implicit.data, x, u, t)
+    ref = fddp.compiled(base).linearize(base.data, x, u, t)
+    for a, b, name in zip(ours, ref, ("A", "B", "r", "R_x", "R_u")):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), name
+    with pytest.raises(ValueError, match="derivatives must be one of"):
+        make_problem("solo12", "trot", 0.3, duration=0.04, derivatives="exact")

@@ -231,6 +231,7 @@ def make_problem(
     params: StepParams | None = None,
     initial_state: State | None = None,
     period: float | None = None,
+    derivatives: str = "unrolled",
 ) -> P.Problem:
     """A gait problem for a robot.
 
@@ -246,6 +247,7 @@ def make_problem(
             damping integrated implicitly in the step).
         initial_state: default: the standing pose at rest.
         period: gait period [s] (default per robot).
+        derivatives: "unrolled" or "implicit" (`trajopt.problem.Problem`).
     """
     check_gait(gait)
     for name, value in (("duration", duration), ("dt", dt)):
@@ -283,4 +285,5 @@ def make_problem(
         num_sweeps=num_sweeps,
         control=control,
         name=gait,
+        derivatives=derivatives,
     )

@@ -119,6 +119,11 @@ class Problem:
     model: the robot. horizon: number of knots T (>= 1). substeps: simulation steps per knot.
     contact: "hard" | "smooth" | "penalty". num_sweeps: prox sweeps. control: "pd" | "torque".
     name: e.g. "trot"; robot: the robot's name. data: `ProblemData`.
+    derivatives: how the solvers' Jacobians differentiate the impulse solve (`contact.step`):
+    "unrolled" (default: through the sweeps, the derivative of the computed step) or "implicit"
+    (at the solution: the derivative of the exact Coulomb fixed point, cheaper; at 10 sweeps it
+    differs from the computed step's by a few per cent, BENCHMARKS.md "Derivatives through
+    contact"). The dynamics themselves are the same either way.
     """
 
     model: Model
@@ -129,6 +134,7 @@ class Problem:
     num_sweeps: int = 10
     control: str = "pd"
     name: str = "custom"
+    derivatives: str = "unrolled"
 
     def __post_init__(self):
         validate(self)
@@ -156,6 +162,7 @@ class Problem:
 def validate(problem: Problem) -> None:
     """Clear errors for inputs that cannot be solved."""
     from contact import CONTACT_MODELS
+    from contact.coulomb import DERIVATIVES
 
     if not isinstance(problem.horizon, int | np.integer) or problem.horizon < 1:
         raise ValueError(f"horizon must be a positive number of knots, got {problem.horizon!r}")
@@ -163,6 +170,8 @@ def validate(problem: Problem) -> None:
         raise ValueError(f"substeps must be a positive integer, got {problem.substeps!r}")
     if problem.contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {problem.contact!r}")
+    if problem.derivatives not in DERIVATIVES:
+        raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {problem.derivatives!r}")
     if problem.control not in CONTROL_KINDS:
         raise ValueError(f"control must be one of {CONTROL_KINDS}, got {problem.control!r}")
     unknown = set(problem.data.weights) - set(COST_TERMS)
@@ -243,6 +252,7 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
             tau,
             contact=problem.contact,
             num_sweeps=problem.num_sweeps,
+            derivatives=problem.derivatives,
             # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
             rigid_body_derivatives="jacobian",
         )
