@@ -403,11 +403,13 @@ def step(
             plain automatic differentiation through every sweep, the derivative of the computed
             iterate. "implicit": at its final iterate by the implicit function theorem
             (`contact.coulomb.solve_impulses`: the derivative of the exact solution, whose
-            distance to the iterate is `info.residual`): about 1.1x cheaper
-            (`benchmarks/bench_step_jacobian.py`), but where the sweeps have not converged it is
-            not the derivative of what was computed (a 200-step rollout gradient at 20 sweeps
-            differs from finite differences by 16 %), so it is opt-in until the solvers run
-            converged sweeps. The forward values are the same either way. In both modes the
+            distance to the iterate is `info.residual`), with the right-hand side written
+            through `M`, `h`, `J` so the Delassus matrix's tangent is never formed
+            (`_impulses_differentiated_at_the_solution`): a Go2 step's `jacfwd` 1.3x cheaper
+            than unrolled (254 against 333 us, BENCHMARKS.md). Where the sweeps have not
+            converged it is not the derivative of what was computed (a 200-step rollout
+            gradient at 20 sweeps differs from finite differences by 16 %), so it is opt-in
+            (`trajopt.problem.Problem(derivatives=)` for the solvers and the MPC). The forward values are the same either way. In both modes the
             mass-matrix solves are differentiated by `dM X` products (`dynamics.mass_solve`,
             exact), never through the Cholesky factorisation.
         rigid_body_derivatives: how the rigid-body terms (`M`, `h`, foot Jacobians) are

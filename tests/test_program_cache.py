@@ -160,7 +160,7 @@ def test_an_fddp_solve_loaded_from_disk_is_the_same_bit_for_bit(folder):
         fddp.clear_compiled(jax_caches=False)
         solves.append(fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False))
         fn = fddp.compiled(problem)
-    names = ("rollout", "evaluate", "linearize_all", "backward", "line_search")
+    names = ("rollout_and_evaluate", "linearize_all", "backward", "line_search")
     assert all(getattr(fn, n).loaded >= 1 and getattr(fn, n).exported == 0 for n in names)
     (xs_a, us_a, info_a), (xs_b, us_b, info_b) = solves
     assert _same((xs_a, us_a), (xs_b, us_b))

@@ -86,6 +86,9 @@ class Compiled:
 
         self.rollout = disk("rollout", functools.partial(_rollout, problem))
         self.evaluate = disk("evaluate", functools.partial(_evaluate, problem))
+        self.rollout_and_evaluate = disk(
+            "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
+        )
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
@@ -217,25 +220,35 @@ def _rollout(problem, data, us):
     return xs, forces, taus
 
 
-def _knot_costs(problem, data, xs, us):
-    """Per-knot transitions, residual costs and defects for a (possibly infeasible) trajectory."""
-    T = problem.horizon
-
-    def knot(t):
-        x, u = _index(xs, t), us[t]
-        nxt, forces, taus = P.transition(problem, data, x, u)
-        res = P.running_residuals(
-            problem, data, x, u, forces, taus, P.reference_at(data.reference, t)
-        )
-        defect = P.local(problem, _index(xs, t + 1), nxt)
-        return P.term_costs(res, data.weights), defect, forces, taus
-
-    return jax.vmap(knot)(jnp.arange(T))
+def _transitions(problem, data, xs, us):
+    """Every knot's transition from `xs[t]` under `us[t]`, batched: `(nexts (T), forces (T, k, 3),
+    taus (T, nu))`."""
+    return jax.vmap(lambda x, u: P.transition(problem, data, x, u))(
+        _index(xs, slice(0, problem.horizon)), us
+    )
 
 
 def _evaluate(problem, data, xs, us):
     """`(total cost, {term: cost}, defects (T, nx), forces, taus)`."""
-    terms, defects, forces, taus = _knot_costs(problem, data, xs, us)
+    return _evaluate_transitions(problem, data, xs, us, *_transitions(problem, data, xs, us))
+
+
+def _evaluate_transitions(problem, data, xs, us, nexts, forces, taus):
+    """`_evaluate` of a (possibly infeasible) trajectory whose knots' transitions are known:
+    `nexts` (T) the state each knot's dynamics reach from `xs[t]` under `us[t]`, `forces
+    (T, k, 3)`, `taus (T, nu)` (a rollout or a forward pass computed them: evaluating its result
+    does not simulate again). Defects `f_t = local(xs[t+1], nexts[t])`."""
+    T = problem.horizon
+
+    def knot(t):
+        x, u = _index(xs, t), us[t]
+        res = P.running_residuals(
+            problem, data, x, u, forces[t], taus[t], P.reference_at(data.reference, t)
+        )
+        defect = P.local(problem, _index(xs, t + 1), _index(nexts, t))
+        return P.term_costs(res, data.weights), defect
+
+    terms, defects = jax.vmap(knot)(jnp.arange(T))
     terms = {k: jnp.sum(c) for k, c in terms.items()}
     x_T = _index(xs, problem.horizon)
     terminal = P.terminal_residuals(
@@ -328,21 +341,38 @@ def _linearize_terminal(problem, data, x):
     return r, jx
 
 
+def _rollout_and_evaluate(problem, data, us):
+    """`_rollout` then `_evaluate` of its result from the rollout's own transitions (one
+    simulation of the horizon, not two): `(xs, cost, terms, defects, forces, taus)`."""
+    xs, forces, taus = _rollout(problem, data, us)
+    nexts = _index(xs, slice(1, problem.horizon + 1))
+    return (xs,) + _evaluate_transitions(problem, data, xs, us, nexts, forces, taus)
+
+
 def _forward(problem, data, xs, us, k, K, defects, alpha):
     """FDDP forward pass; returns the trial `(xs, us)` (defects shrink by `1 - alpha`)."""
+    return _forward_with_transitions(problem, data, xs, us, k, K, defects, alpha)[:2]
+
+
+def _forward_with_transitions(problem, data, xs, us, k, K, defects, alpha):
+    """`_forward`'s trial `(xs, us)` and its knots' transitions `(nexts, forces, taus)` (each
+    knot's dynamics from the trial state, before the defect `(alpha - 1) f` is added), for
+    `_evaluate_transitions`."""
     x0 = data.x0  # the initial state is fixed: its gap closes fully at any alpha
 
     def body(x_hat, inputs):
         x_t, u_t, k_t, K_t, f_next = inputs
         u = u_t + alpha * k_t + K_t @ P.local(problem, x_t, x_hat)
-        nxt, _, _ = P.transition(problem, data, x_hat, u)
-        nxt = P.retract(problem, nxt, (alpha - 1.0) * f_next)
-        return nxt, (nxt, u)
+        reached, forces, taus = P.transition(problem, data, x_hat, u)
+        nxt = P.retract(problem, reached, (alpha - 1.0) * f_next)
+        return nxt, (nxt, u, reached, forces, taus)
 
     xs_t = _index(xs, slice(0, problem.horizon))
-    _, (x_next, u_new) = jax.lax.scan(body, x0, (xs_t, us, k, K, defects[1:]))
+    _, (x_next, u_new, reached, forces, taus) = jax.lax.scan(
+        body, x0, (xs_t, us, k, K, defects[1:])
+    )
     xs_new = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), x0, x_next)
-    return xs_new, u_new
+    return xs_new, u_new, reached, forces, taus
 
 
 LINEARIZE_LAYOUTS = ("map", "vmap")
@@ -437,8 +467,12 @@ def _line_search(problem, data, xs, us, k, K, defects, merit_old):
     alphas = jnp.asarray(ALPHAS, dtype=defects.dtype)
 
     def trial(i):
-        xs_t, us_t = _forward(problem, data, xs, us, k, K, defects, alphas[i])
-        cost, terms, d, forces, taus = _evaluate(problem, data, xs_t, us_t)
+        xs_t, us_t, reached, forces_t, taus_t = _forward_with_transitions(
+            problem, data, xs, us, k, K, defects, alphas[i]
+        )
+        cost, terms, d, forces, taus = _evaluate_transitions(
+            problem, data, xs_t, us_t, reached, forces_t, taus_t
+        )
         finite = jnp.isfinite(cost) & jnp.all(jnp.isfinite(d))
         return finite & (_merit_of(cost, d) < merit_old), (xs_t, us_t, cost, terms, d, forces, taus)
 
@@ -493,9 +527,10 @@ def solve_fddp(
     fn = compiled(problem)
     data = problem.data
     start = time.perf_counter()
-    if xs is None:
-        xs, _, _ = fn.rollout(data, us)
-    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+    if xs is None:  # single shooting: the rollout's own transitions give the costs
+        xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
+    else:
+        cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
     # one transfer each time, not one per value: an MPC cycle's overhead counts
     cost, defects, terms = jax.device_get((cost, defects, terms))
     cost = float(cost)
