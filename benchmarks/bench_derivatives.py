@@ -103,18 +103,17 @@ def knot_point(num_sweeps: int, knot: int = 20):
 
 @contextlib.contextmanager
 def derivatives_mode(mode: str):
-    """Within the block, the trajectory problems' contact step and `contact.step` take their
-    derivatives by `mode` (functions traced inside keep it); restored on exit."""
+    """Within the block, `contact.step` (the rollout gradient's) takes its derivatives by `mode`
+    (functions traced inside keep it); restored on exit. The trajectory problems choose theirs
+    by `Problem.derivatives`, which the call passes explicitly."""
     import contact
-    from trajopt import problem as P
 
-    saved = (contact.step, P.contact_step)
-    mode_step = functools.partial(sys.modules["contact.step"].step, derivatives=mode)
-    contact.step = P.contact_step = mode_step
+    saved = contact.step
+    contact.step = functools.partial(sys.modules["contact.step"].step, derivatives=mode)
     try:
         yield
     finally:
-        contact.step, P.contact_step = saved
+        contact.step = saved
 
 
 def bench_knot(repeats: int) -> dict:
@@ -125,19 +124,19 @@ def bench_knot(repeats: int) -> dict:
     from trajopt import fddp
     from trajopt import problem as P
 
-    problem, x, u = knot_point(10)
+    base, x, u = knot_point(10)
     calls = {}
     for mode in MODES:
-        with derivatives_mode(mode):  # traced now: each jitted function keeps its mode
-            forward = jax.jit(lambda d, x, u: P.transition(problem, d, x, u))
-            linearize = jax.jit(functools.partial(fddp._linearize_knot, problem))
-            jax.block_until_ready((forward(problem.data, x, u), linearize(problem.data, x, u, 20)))
+        problem = base.replace(derivatives=mode)
+        forward = jax.jit(functools.partial(P.transition, problem))
+        linearize = jax.jit(functools.partial(fddp._linearize_knot, problem))
+        jax.block_until_ready((forward(problem.data, x, u), linearize(problem.data, x, u, 20)))
         calls[mode] = (forward, linearize)
     out = {mode: {"forward_s": float("inf"), "linearize_s": float("inf")} for mode in MODES}
     for _ in range(repeats):
         for mode, (forward, linearize) in calls.items():
-            f_s = cpu_time(forward, problem.data, x, u, repeats=1, calls=200)
-            l_s = cpu_time(linearize, problem.data, x, u, 20, repeats=1, calls=20)
+            f_s = cpu_time(forward, base.data, x, u, repeats=1, calls=200)
+            l_s = cpu_time(linearize, base.data, x, u, 20, repeats=1, calls=20)
             out[mode]["forward_s"] = min(out[mode]["forward_s"], f_s)
             out[mode]["linearize_s"] = min(out[mode]["linearize_s"], l_s)
     return out
@@ -150,8 +149,8 @@ def bench_gap() -> list[dict]:
 
     def jacobian(num_sweeps, mode):
         problem, x, u = knot_point(num_sweeps)
-        with derivatives_mode(mode):
-            a, b, *_ = fddp._linearize_knot(problem, problem.data, x, u, 20)
+        problem = problem.replace(derivatives=mode)
+        a, b, *_ = fddp._linearize_knot(problem, problem.data, x, u, 20)
         return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
 
     reference = jacobian(500, "implicit")

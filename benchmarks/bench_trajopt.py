@@ -181,10 +181,12 @@ def split_solve(problem, max_iterations):
         return g
 
     # one call each per iteration (the line search and backward pass again per raised mu)
-    names = ("rollout", "evaluate", "linearize_all", "backward", "line_search")
+    names = ("rollout", "evaluate", "rollout_and_evaluate", "linearize_all", "backward",
+             "line_search")  # fmt: skip
     saved = {n: getattr(fn, n) for n in names}
     fn.rollout = wrap(saved["rollout"], "setup", None, None)
     fn.evaluate = wrap(saved["evaluate"], "setup", None, None)
+    fn.rollout_and_evaluate = wrap(saved["rollout_and_evaluate"], "setup", None, None)
     fn.linearize_all = wrap(
         saved["linearize_all"], "linearisation", "linearize_calls", lambda _: problem.horizon
     )
@@ -260,6 +262,7 @@ def run_ours(horizon: int, s) -> dict:
         substeps=s.substeps,
         num_sweeps=s.num_sweeps,
         period=CROC_PERIOD,
+        derivatives=s.derivatives,
     )
     assert problem.horizon == horizon, (problem.horizon, horizon)
     print(f"[ours H={horizon}] first solve (compiles) ...", flush=True)
@@ -355,7 +358,8 @@ def render(results: dict, s) -> str:
         "and for `anymal_c` (our robot); both come from example-robot-data 5.0.0.",
         f'- **Ours**: `make_problem("{s.robot}", "trot", velocity={CROC_SPEED:.4f}, '
         f"duration=H*{s.dt}, dt={s.dt}, substeps={s.substeps}, period={CROC_PERIOD:.2f}, "
-        f"num_sweeps={s.num_sweeps})`: same robot, knot length, trot cycle and average speed "
+        f"num_sweeps={s.num_sweeps}, derivatives={s.derivatives!r})`: same robot, knot length, "
+        "trot cycle and average speed "
         "(Crocoddyl's CoM reference moves 0.1125 m in 0.56 s). FDDP single shooting from the "
         f"standing PD targets, fixed budget of {s.iterations} iterations (stops earlier only on "
         "its own convergence test). H = 56 is Crocoddyl's horizon, H = 100 the issue's 1 s trot.",
@@ -570,6 +574,8 @@ def parse_args(argv=None):
     p.add_argument("--dt", type=float, default=CROC_DT)
     p.add_argument("--substeps", type=int, default=1)
     p.add_argument("--num-sweeps", type=int, default=10)
+    p.add_argument("--derivatives", choices=("unrolled", "implicit"), default="unrolled",
+                   help="the impulse solve's derivatives in our knot Jacobians")  # fmt: skip
     p.add_argument("--iterations", type=int, default=30, help="budget from scratch")
     p.add_argument("--split-iterations", type=int, default=5, help="instrumented solve")
     p.add_argument("--warm-iterations", type=int, default=10)

@@ -405,11 +405,13 @@ def step(
             (`contact.coulomb.solve_impulses`: the derivative of the exact solution, whose
             distance to the iterate is `info.residual`), with the right-hand side written
             through `M`, `h`, `J` so the Delassus matrix's tangent is never formed
-            (`_impulses_differentiated_at_the_solution`): a Go2 step's `jacfwd` 1.3x cheaper
-            than unrolled (254 against 333 us, BENCHMARKS.md). Where the sweeps have not
-            converged it is not the derivative of what was computed (a 200-step rollout
-            gradient at 20 sweeps differs from finite differences by 16 %), so it is opt-in
-            (`trajopt.problem.Problem(derivatives=)` for the solvers and the MPC). The forward values are the same either way. In both modes the
+            (`_impulses_differentiated_at_the_solution`): a Go2 step's `jacfwd` about 1.3x
+            cheaper than unrolled, the Go2 MPC's knot linearisation about 1.1x (BENCHMARKS.md,
+            "Implicit derivatives in the solvers"). Where the sweeps have not converged it is
+            not the derivative of what was computed (a 200-step rollout gradient at 20 sweeps
+            differs from finite differences by 16 %; FDDP on the ANYmal trot stalls at a
+            higher cost), so it is opt-in (`trajopt.problem.Problem(derivatives=)` for the
+            solvers and the MPC). The forward values are the same either way. In both modes the
             mass-matrix solves are differentiated by `dM X` products (`dynamics.mass_solve`,
             exact), never through the Cholesky factorisation.
         rigid_body_derivatives: how the rigid-body terms (`M`, `h`, foot Jacobians) are
