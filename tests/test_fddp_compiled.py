@@ -8,6 +8,7 @@
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -127,3 +128,36 @@ def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(ti
             xs_ref, us_ref = fn.forward(data, xs, us, k, K, defects, fddp.ALPHAS[expected])
             np.testing.assert_allclose(np.asarray(us_t), np.asarray(us_ref), atol=1e-12)
             np.testing.assert_allclose(np.asarray(xs_t.q), np.asarray(xs_ref.q), atol=1e-12)
+
+
+def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny):
+    """`rollout_and_evaluate` and a forward pass's trial evaluated from its own transitions
+    (`_evaluate_transitions`, what the line search does) equal `_evaluate`, which simulates
+    every knot again: cost, terms, defects (an infeasible trial: alpha < 1 leaves them),
+    forces and torques."""
+    problem, fn, xs, us = tiny
+    data = problem.data
+
+    def close(ours, ref):
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+    xs_r, *evaluated = fn.rollout_and_evaluate(data, us)
+    close(xs_r, xs)
+    close(evaluated, fn.evaluate(data, xs, us))
+    rng = np.random.default_rng(0)
+    k = jnp.asarray(rng.normal(scale=0.05, size=us.shape))
+    K = jnp.zeros((problem.horizon, problem.nu, problem.nx))
+    defects = jnp.asarray(rng.normal(scale=1e-3, size=(problem.horizon + 1, problem.nx)))
+
+    @jax.jit
+    def both(alpha):
+        xs_t, us_t, *transitions = fddp._forward_with_transitions(
+            problem, data, xs, us, k, K, defects, alpha
+        )
+        return (fddp._evaluate_transitions(problem, data, xs_t, us_t, *transitions),
+                fddp._evaluate(problem, data, xs_t, us_t))  # fmt: skip
+
+    ours, ref = both(0.5)
+    close(ours, ref)
+    assert float(np.max(np.abs(np.asarray(ref[2])))) > 1e-5  # the trial's defects are not zero
