@@ -255,12 +255,13 @@ def _impulses_differentiated_at_the_solution(
             :, 2].set(opening)  # fmt: skip
 
     # the primal Delassus matrix and free contact velocity, for the sweeps only
-    held = jax.lax.stop_gradient((mass, bias, jac, v, tau, opening))
-    v_free, minv_jt = _free_velocity_and_response(model, held[0], held[1], held[4], held[2],
-                                                  held[3], dt)  # fmt: skip
-    free_contact_velocity = (held[2] @ v_free).reshape(k, 3).at[:, 2].add(held[5])
+    mass_h, bias_h, jac_h, v_h, tau_h, opening_h = jax.lax.stop_gradient(
+        (mass, bias, jac, v, tau, opening)
+    )
+    v_free, minv_jt = _free_velocity_and_response(model, mass_h, bias_h, tau_h, jac_h, v_h, dt)
+    free_contact_velocity = (jac_h @ v_free).reshape(k, 3).at[:, 2].add(opening_h)
     impulse, info = solve_impulses(
-        held[2] @ minv_jt, free_contact_velocity, friction, active, num_sweeps, method,
+        jac_h @ minv_jt, free_contact_velocity, friction, active, num_sweeps, method,
         "implicit", velocity_fn=contact_velocity,
     )  # fmt: skip
     return impulse, post_velocity(impulse), info
