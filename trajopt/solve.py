@@ -141,9 +141,8 @@ def _lbfgs_value_and_grad(fn: fddp.Compiled, shape):
     if getattr(fn, "lbfgs_value_and_grad", None) is None:
 
         def total(data, u_flat):
-            u = u_flat.reshape(shape)
-            xs, _, _ = fn.rollout(data, u)
-            return fn.evaluate(data, xs, u)[0]
+            # one simulation of the horizon, its transitions reused for the costs
+            return fn.rollout_and_evaluate(data, u_flat.reshape(shape))[1]
 
         fn.lbfgs_value_and_grad = jax.jit(jax.value_and_grad(total, argnums=1))
     return fn.lbfgs_value_and_grad
@@ -182,8 +181,7 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
 
     c0, _ = fun(last["x"])
     if not np.isfinite(c0):
-        xs, _, _ = fn.rollout(data, us)
-        info = _info(fn, data, xs, us, "diverged", 0, history, start)
+        xs, info = _rollout_and_info(fn, data, us, "diverged", 0, history, start)
         return fddp.to_trajectory(problem, xs, us, info, "lbfgs-single")
     try:
         res = minimize(
@@ -202,14 +200,14 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     except StopIteration:  # the time budget ran out: keep the last accepted iterate
         x = last["x"]
     u = jnp.asarray(x).reshape(shape)
-    xs, _, _ = fn.rollout(data, u)
-    info = _info(fn, data, xs, u, status["value"], len(history), history, start)
+    xs, info = _rollout_and_info(fn, data, u, status["value"], len(history), history, start)
     return fddp.to_trajectory(problem, xs, u, info, "lbfgs-single")
 
 
-def _info(fn, data, xs, us, status, iterations, history, start):
-    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
-    return {
+def _rollout_and_info(fn, data, us, status, iterations, history, start):
+    """The rollout of `us` and the solver's `info` from its costs (one simulation)."""
+    xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
+    return xs, {
         "status": status,
         "iterations": iterations,
         "cost": float(cost),
