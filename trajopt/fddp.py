@@ -273,31 +273,37 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
 
     The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
     `u_prev` block is exact without them: the transition does not read `x.u_prev` (the next
-    knot's `u_prev` is `u`), so `A[:, u_prev] = 0`, and only the residuals depend on it (the
-    control-rate term), at the nominal forces and torques.
+    knot's `u_prev` is `u`), so `A[:, u_prev] = 0`.
 
-    The knot is simulated once: `jacfwd` returns the next state's coordinates `(q, v)` with their
-    tangents, and those are mapped to the tangent space at the nominal next state afterwards
-    (`local(nominal, .)` is differentiated at `nominal`, a small product), rather than
-    simulating the nominal first and differentiating `local(nominal, next(dx))`."""
+    The knot is simulated once: `jacfwd` returns the next state's coordinates `(q, v)`, the
+    contact forces and the torques with their tangents, and the coordinates are mapped to the
+    tangent space at the nominal next state afterwards (`local(nominal, .)` is differentiated
+    at `nominal`, a small product), rather than simulating the nominal first and
+    differentiating `local(nominal, next(dx))`.
+
+    The residuals `r(x, u, forces, torques)` are differentiated apart from the simulation, by
+    the chain rule through the forces and torques:
+
+        R_x = dr/dx + dr/dforces dforces/dx + dr/dtorques dtorques/dx      (R_u likewise)
+
+    so that only the `nv` directions of `dq` go through the foot kinematics of the costs
+    (`compute_foot_contacts`, differentiated by its Jacobian rule), and the other inputs'
+    `2 nv + 2 nu + 3k` directions through the costs' cheap, mostly linear terms: the
+    simulation's `2 nv + nu` directions no longer pass through the costs."""
     ref_t = P.reference_at(data.reference, t)
     nv, nu = problem.model.nv, problem.nu
     dtype = x.v.dtype
 
-    def g(dqv, du):
+    def simulate(dqv, du):
         xp = P.retract(problem, x, jnp.concatenate([dqv, jnp.zeros(nu, dtype=dtype)]))
-        up = u + du
-        nxt, forces, taus, residual = P.transition_with_residual(problem, data, xp, up)
-        res = P.weighted(
-            P.running_residuals(problem, data, xp, up, forces, taus, ref_t), data.weights
-        )
-        coordinates = (nxt.q, nxt.v)
-        return (coordinates, res), (nxt, forces, taus, residual, res)
+        nxt, forces, taus, residual = P.transition_with_residual(problem, data, xp, u + du)
+        return (nxt.q, nxt.v, forces, taus), (nxt, forces, taus, residual)
 
     dqv0 = jnp.zeros(2 * nv, dtype=dtype)
     du0 = jnp.zeros(nu, dtype=dtype)
-    (j_coordinates, j_res), aux = jax.jacfwd(g, argnums=(0, 1), has_aux=True)(dqv0, du0)
-    nominal, forces0, taus0, contact_residual, r = aux
+    jacobians, aux = jax.jacfwd(simulate, argnums=(0, 1), has_aux=True)(dqv0, du0)
+    by_x, by_u = (tuple(j[i] for j in jacobians) for i in (0, 1))  # (q, v, forces, taus)
+    nominal, forces0, taus0, contact_residual = aux
 
     def to_tangent(dq, dv, du_prev):
         """`d(next.q, next.v, next.u_prev) (nq, n), (nv, n), (nu, n)` -> the tangent at
@@ -309,23 +315,36 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
 
         return jax.vmap(one, in_axes=-1, out_axes=-1)(dq, dv, du_prev)
 
-    (dq_dx, dq_du), (dv_dx, dv_du) = j_coordinates
     # the next knot's u_prev is u: zero along dx, the identity along du
-    j_next = (
-        to_tangent(dq_dx, dv_dx, jnp.zeros((nu, 2 * nv), dtype)),
-        to_tangent(dq_du, dv_du, jnp.eye(nu, dtype=dtype)),
+    A_q = to_tangent(by_x[0], by_x[1], jnp.zeros((nu, 2 * nv), dtype))
+    B = to_tangent(by_u[0], by_u[1], jnp.eye(nu, dtype=dtype))
+
+    def residuals(dq, dv, du_prev, du, forces, taus):
+        # not `retract` of one concatenated tangent: `dq` alone reaches the configuration
+        xp = P.KnotState(P.integrate(problem.model, x.q, dq), x.v + dv, x.u_prev + du_prev)
+        res = P.running_residuals(problem, data, xp, u + du, forces, taus, ref_t)
+        return P.weighted(res, data.weights)
+
+    zq, zv = jnp.zeros(nv, dtype), jnp.zeros(nv, dtype)
+    r = residuals(zq, zv, du0, du0, forces0, taus0)
+    # dq alone through the foot kinematics; everything else at the nominal configuration
+    r_q = jax.jacfwd(lambda dq: residuals(dq, zv, du0, du0, forces0, taus0))(zq)
+    r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(
+        lambda *a: residuals(zq, *a), argnums=(0, 1, 2, 3, 4)
+    )(zv, du0, du0, forces0, taus0)
+    r_f = r_f.reshape(r.shape[0], -1)
+    k3 = r_f.shape[1]
+
+    def chain(direct, d_forces, d_taus):
+        """`direct + dr/dforces dforces + dr/dtorques dtorques`, tangents `(..., n)`."""
+        return direct + r_f @ d_forces.reshape(k3, -1) + r_tau @ d_taus
+
+    R_x = jnp.concatenate(
+        [chain(jnp.concatenate([r_q, r_v], axis=1), by_x[2], by_x[3]), r_up], axis=1
     )
-
-    def residuals_of_u_prev(du_prev):
-        xp = P.KnotState(x.q, x.v, x.u_prev + du_prev)
-        return P.weighted(
-            P.running_residuals(problem, data, xp, u, forces0, taus0, ref_t), data.weights
-        )
-
-    res_u_prev = jax.jacfwd(residuals_of_u_prev)(du0)
-    A = jnp.concatenate([j_next[0], jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
-    R_x = jnp.concatenate([j_res[0], res_u_prev], axis=1)
-    return A, j_next[1], r, R_x, j_res[1], contact_residual
+    R_u = chain(r_u, by_u[2], by_u[3])
+    A = jnp.concatenate([A_q, jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
+    return A, B, r, R_x, R_u, contact_residual
 
 
 def _linearize_terminal(problem, data, x):
