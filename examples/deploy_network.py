@@ -76,12 +76,13 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
         drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
         horizon=0.5, iterations=None, lookahead="auto", substeps=2,
         contact="smooth", sweeps=10, solver="process", solver_core="auto",
-        derivatives="unrolled"):  # fmt: skip
+        derivatives="implicit"):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
     controller: the stand at 50 Hz; the MPC at 100 Hz with 2 FDDP iterations per cycle in real
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
     latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`, `derivatives`
-    (of the impulse solve, `trajopt.problem.Problem`): the MPC's planning model. `solver`:
+    (of the impulse solve, `trajopt.problem.Problem`; "implicit" by default: the cheaper cycle
+    walked more often, BENCHMARKS.md "MPC in real time"): the MPC's planning model. `solver`:
     "process" (the solves in a process of their own) or "thread"; `solver_core`: the core that
     process runs on, the robot process and this one on the others ("auto": the last core when
     there are two or more; None: not pinned)."""
@@ -210,9 +211,9 @@ def main(argv=None):
                         help="real-time MPC: the planning model's contact")
     parser.add_argument("--sweeps", type=int, default=10,
                         help="real-time MPC: prox sweeps of the planning model's contact solve")
-    parser.add_argument("--derivatives", default="unrolled", choices=("unrolled", "implicit"),
+    parser.add_argument("--derivatives", default="implicit", choices=("unrolled", "implicit"),
                         help="real-time MPC: the planning model's impulse-solve derivatives "
-                             "(implicit: at the solution, cheaper)")  # fmt: skip
+                             "(implicit, the default: a cheaper cycle)")  # fmt: skip
     parser.add_argument("--solver", default="process", choices=("process", "thread"),
                         help="real-time MPC: solve in a separate process or in a thread")
     parser.add_argument("--solver-core", default="auto",

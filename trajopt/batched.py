@@ -131,7 +131,9 @@ class _Batched:
 
     def __init__(self, problem, tolerance, defect_tolerance, mesh):
         step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
-        self.rollout = _batch_of(functools.partial(fddp._rollout, problem), mesh)
+        self.rollout_and_evaluate = _batch_of(
+            functools.partial(fddp._rollout_and_evaluate, problem), mesh
+        )
         self.evaluate = _batch_of(functools.partial(fddp._evaluate, problem), mesh)
         self.iteration = _batch_of(step, mesh)
 
@@ -252,11 +254,11 @@ def solve_batched(
         lambda t: sharding.put(t, sharding.batch_sharding(mesh)))  # fmt: skip
     data = place(data)
     us = place(jnp.asarray(us))
-    if xs is None:
-        xs, _, _ = fn.rollout(data, us)
+    if xs is None:  # single shooting: the rollout's own transitions give the costs
+        xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
     else:
         xs = place(xs)
-    cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
+        cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
     host_cost = sharding.to_host(cost)
     host_defects = sharding.to_host(defects)
     finite = np.isfinite(host_cost) & np.all(np.isfinite(host_defects.reshape(batch, -1)), 1)

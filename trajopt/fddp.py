@@ -266,10 +266,23 @@ def _linearize_knot(problem, data, x, u, t):
     return _linearize_knot_with_residual(problem, data, x, u, t)[:5]
 
 
-def _linearize_knot_with_residual(problem, data, x, u, t):
-    """`(A, B, r, R_x, R_u, contact_residual)` of knot t at `(x, u)`; the last is the knot's
-    largest impulse-solve residual [m/s] at the linearisation point
-    (`problem.transition_with_residual`).
+class KnotDynamics(NamedTuple):
+    """One knot's transition linearised (`_knot_dynamics`): what the costs' chain rule needs
+    from the simulation besides `A` and `B`."""
+
+    A: jax.Array  # (nx, nx) d local(nominal next, next) / dx
+    B: jax.Array  # (nx, nu)
+    forces: jax.Array  # (k, 3) the knot's average contact forces at (x, u)
+    taus: jax.Array  # (nu,) the knot's peak torques at (x, u)
+    forces_x: jax.Array  # (3k, 2 nv) d forces / d(dq, dv)
+    forces_u: jax.Array  # (3k, nu)
+    taus_x: jax.Array  # (nu, 2 nv)
+    taus_u: jax.Array  # (nu, nu)
+    contact_residual: jax.Array  # () largest impulse-solve residual of the knot [m/s]
+
+
+def _knot_dynamics(problem, data, x, u) -> KnotDynamics:
+    """The knot's transition at `(x, u)` and its Jacobians (`KnotDynamics`).
 
     The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
     `u_prev` block is exact without them: the transition does not read `x.u_prev` (the next
@@ -279,18 +292,7 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
     contact forces and the torques with their tangents, and the coordinates are mapped to the
     tangent space at the nominal next state afterwards (`local(nominal, .)` is differentiated
     at `nominal`, a small product), rather than simulating the nominal first and
-    differentiating `local(nominal, next(dx))`.
-
-    The residuals `r(x, u, forces, torques)` are differentiated apart from the simulation, by
-    the chain rule through the forces and torques:
-
-        R_x = dr/dx + dr/dforces dforces/dx + dr/dtorques dtorques/dx      (R_u likewise)
-
-    so that only the `nv` directions of `dq` go through the foot kinematics of the costs
-    (`compute_foot_contacts`, differentiated by its Jacobian rule), and the other inputs'
-    `2 nv + 2 nu + 3k` directions through the costs' cheap, mostly linear terms: the
-    simulation's `2 nv + nu` directions no longer pass through the costs."""
-    ref_t = P.reference_at(data.reference, t)
+    differentiating `local(nominal, next(dx))`."""
     nv, nu = problem.model.nv, problem.nu
     dtype = x.v.dtype
 
@@ -318,6 +320,30 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
     # the next knot's u_prev is u: zero along dx, the identity along du
     A_q = to_tangent(by_x[0], by_x[1], jnp.zeros((nu, 2 * nv), dtype))
     B = to_tangent(by_u[0], by_u[1], jnp.eye(nu, dtype=dtype))
+    A = jnp.concatenate([A_q, jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
+    k3 = forces0.size
+    return KnotDynamics(
+        A, B, forces0, taus0, by_x[2].reshape(k3, -1), by_u[2].reshape(k3, -1), by_x[3],
+        by_u[3], contact_residual,
+    )  # fmt: skip
+
+
+def _knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
+    """`(r, R_x, R_u)`: knot t's weighted running residuals at `(x, u)` and their Jacobians,
+    with the forces and torques of `dyn` and their Jacobians.
+
+    The residuals `r(x, u, forces, torques)` are differentiated apart from the simulation, by
+    the chain rule through the forces and torques:
+
+        R_x = dr/dx + dr/dforces dforces/dx + dr/dtorques dtorques/dx      (R_u likewise)
+
+    so that only the `nv` directions of `dq` go through the foot kinematics of the costs
+    (`compute_foot_contacts`), and the other inputs' `2 nv + 2 nu + 3k` directions through
+    the costs' cheap, mostly linear terms: the simulation's `2 nv + nu` directions never pass
+    through the costs."""
+    ref_t = P.reference_at(data.reference, t)
+    nv, nu = problem.model.nv, problem.nu
+    dtype = x.v.dtype
 
     def residuals(dq, dv, du_prev, du, forces, taus):
         # not `retract` of one concatenated tangent: `dq` alone reaches the configuration
@@ -325,26 +351,29 @@ def _linearize_knot_with_residual(problem, data, x, u, t):
         res = P.running_residuals(problem, data, xp, u + du, forces, taus, ref_t)
         return P.weighted(res, data.weights)
 
-    zq, zv = jnp.zeros(nv, dtype), jnp.zeros(nv, dtype)
-    r = residuals(zq, zv, du0, du0, forces0, taus0)
+    zv, zu = jnp.zeros(nv, dtype), jnp.zeros(nu, dtype)
+    r = residuals(zv, zv, zu, zu, dyn.forces, dyn.taus)
     # dq alone through the foot kinematics; everything else at the nominal configuration
-    r_q = jax.jacfwd(lambda dq: residuals(dq, zv, du0, du0, forces0, taus0))(zq)
+    r_q = jax.jacfwd(lambda dq: residuals(dq, zv, zu, zu, dyn.forces, dyn.taus))(zv)
     r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(
-        lambda *a: residuals(zq, *a), argnums=(0, 1, 2, 3, 4)
-    )(zv, du0, du0, forces0, taus0)
+        lambda *a: residuals(zv, *a), argnums=(0, 1, 2, 3, 4)
+    )(zv, zu, zu, dyn.forces, dyn.taus)
     r_f = r_f.reshape(r.shape[0], -1)
-    k3 = r_f.shape[1]
+    R_x = jnp.concatenate([
+        jnp.concatenate([r_q, r_v], axis=1) + r_f @ dyn.forces_x + r_tau @ dyn.taus_x, r_up,
+    ], axis=1)  # fmt: skip
+    R_u = r_u + r_f @ dyn.forces_u + r_tau @ dyn.taus_u
+    return r, R_x, R_u
 
-    def chain(direct, d_forces, d_taus):
-        """`direct + dr/dforces dforces + dr/dtorques dtorques`, tangents `(..., n)`."""
-        return direct + r_f @ d_forces.reshape(k3, -1) + r_tau @ d_taus
 
-    R_x = jnp.concatenate(
-        [chain(jnp.concatenate([r_q, r_v], axis=1), by_x[2], by_x[3]), r_up], axis=1
-    )
-    R_u = chain(r_u, by_u[2], by_u[3])
-    A = jnp.concatenate([A_q, jnp.zeros((problem.nx, nu), dtype=dtype)], axis=1)
-    return A, B, r, R_x, R_u, contact_residual
+def _linearize_knot_with_residual(problem, data, x, u, t):
+    """`(A, B, r, R_x, R_u, contact_residual)` of knot t at `(x, u)`; the last is the knot's
+    largest impulse-solve residual [m/s] at the linearisation point
+    (`problem.transition_with_residual`). The transition by `_knot_dynamics`, the costs by
+    `_knot_costs` (the chain rule through the forces and torques)."""
+    dyn = _knot_dynamics(problem, data, x, u)
+    r, R_x, R_u = _knot_costs(problem, data, x, u, t, dyn)
+    return dyn.A, dyn.B, r, R_x, R_u, dyn.contact_residual
 
 
 def _linearize_terminal(problem, data, x):
