@@ -3,10 +3,11 @@
 Measures, in one process pinned to one core (CPU time, best of `--repeats` batches):
 
 1. one knot of the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 smooth
-   sweeps): its forward transition and its FDDP linearisation (`fddp._linearize_knot`, a jitted
-   `jacfwd` of the transition and residuals, 48 + 12 tangent directions) with
-   `derivatives="implicit"` (the default) and `"unrolled"` (AD through every sweep and the
-   Cholesky); the ratio linearisation / forward is the issue's "knot Jacobian / forward step";
+   sweeps): its forward transition and its FDDP linearisation (`fddp._linearize_knot`: a jitted
+   `jacfwd` of the transition over its 48 tangent directions, and of the costs, whose foot
+   kinematics see the 18 of `dq` only) with `derivatives="implicit"` and `"unrolled"` (the
+   solvers' default: AD through every sweep); the ratio linearisation / forward is the
+   issue's "knot Jacobian / forward step";
 2. the gap between the derivative of the computed iterate and of the exact solution at the
    sweep counts the solvers use (FDDP 10, `step`'s default 20): `max |A - A_ref| / max |A_ref|`
    of the knot's state Jacobian against the converged one (500 sweeps, where implicit and
@@ -47,14 +48,17 @@ READING = """
   itself is far from the converged contact solution (residual 6e-3 m/s at 10 sweeps): both
   derivatives then differ from the converged one by the same 17 % (4 % at 20 sweeps), so the
   choice of rule does not change the accuracy there; more sweeps do.
-- Since 2026-12-02 the rigid-body terms are dense world-frame products
-  (`dynamics/dense_terms.py`): the knot's forward step and its linearisation both got about 2x
-  faster (section "Where one step's Jacobian goes"), so their ratio stays at 6-9x. What
-  remains is forward-mode AD itself: 48 + 12 tangent directions, each costing about what one
-  forward step costs when many are batched. The issue's 4x needs fewer directions through the
-  expensive parts or analytic derivatives of the dense terms; not done yet.
-- The reverse-mode gradient of the rollout with implicit derivatives is within the issue's 3x
-  in every run so far (1.9-2.5x; unrolled 3.7-4.9x).
+- The ratio moved from 24x (the issue) to 4.6-6.5x: the dense world-frame rigid-body terms
+  (`dynamics/dense_terms.py`), their Jacobian rule formed leg by leg
+  (`dynamics/floating_base_terms.py`, `leg_terms.py`), mass-matrix solves differentiated by
+  `dM X` products, and (2026-12-03) the costs differentiated apart from the simulation by the
+  chain rule through the forces and torques (`fddp._knot_costs`: the transition's 48 tangent
+  directions no longer pass through the costs' foot kinematics). What remains is forward-mode
+  AD through the step's many small operations (section "Where one step's Jacobian goes");
+  the issue's 4x needs a hand-written step derivative (Pinocchio's and Simple's), not done.
+- The reverse-mode gradient of the rollout with implicit derivatives is about the issue's 3x:
+  1.9-2.6x in the runs up to 2026-12-03 10:34, 2.39x and 3.22x in two runs at 12:24 and 12:31
+  the same day (unrolled 3.7-4.9x).
 - The machine is shared: single timings move by 30-50 % between runs; compare ratios from one
   run.
 """

@@ -504,8 +504,9 @@ def targets(results: dict, s) -> list[str]:
         + ", ".join(
             f"{k.replace('_', ' ')} {100 * v / sp['total']:.0f} %" for k, v in parts.items()
         )
-        + f"). One knot's linearisation (a jitted `jacfwd` of the knot's contact step and "
-        f"residuals, 48 + 12 tangent directions) costs {_ms(sp['per_knot_linearize_s'])} ms, "
+        + f"). One knot's linearisation (a jitted `jacfwd` of the knot's contact step over 48 "
+        "tangent directions, and of its costs, the foot kinematics over the 18 of `dq`) costs "
+        f"{_ms(sp['per_knot_linearize_s'])} ms, "
         f"{sp['per_knot_linearize_s'] / sp['per_knot_forward_s']:.0f}x the knot's forward step "
         f"({1e3 * sp['per_knot_forward_s']:.3f} ms); Crocoddyl's analytic calc + calcDiff of "
         "all 56 knots costs "
@@ -518,11 +519,12 @@ def targets(results: dict, s) -> list[str]:
     )
     out += [
         "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
-        "previous control skip the dynamics) through the knot's contact step and residuals: the "
+        "previous control skip the dynamics) through the knot's contact step: the "
         "dense rigid-body terms (their joint-angle Jacobian formed once by the floating-base "
         "rule), the mass-matrix solves (differentiated by `dM X` products), the Delassus "
         "products, the Gauss-Seidel sweeps (unrolled: the solvers differentiate the iterate they "
-        "simulate), the PD. Each direction costs about one batched forward step, and the time "
+        "simulate), the PD (the costs are differentiated apart, by the chain rule through the "
+        "forces and torques). Each direction costs about one batched forward step, and the time "
         "follows the compiled program's operation count, not its arithmetic (BENCHMARKS.md, "
         "\"Where one step's Jacobian goes\"). Crocoddyl evaluates hand-derived analytic "
         "derivatives (Pinocchio's, about 15 us per ABA) of a rigid-contact KKT dynamics with no "
@@ -532,8 +534,9 @@ def targets(results: dict, s) -> list[str]:
         "- Where to gain: fewer operations per tangent direction, i.e. analytic derivatives of "
         "the dense rigid-body terms (`dS_d = S_k x S_d` and `dI = S_k x* I - I S_k x` over a "
         "joint's subtree, and the RNEA bias term's own derivative) in place of `jacfwd` through "
-        "them; reverse-mode/VJP products for the Gauss-Newton terms instead of full residual "
-        "Jacobians.",
+        "them, and products with `dJ` and `dM` formed from those Jacobians without the "
+        "tangents of `J` and `M` themselves (cutting `J`'s alone saves a quarter of a Go2 step's "
+        "Jacobian).",
         "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
         "averages); both solvers were pinned to core 0, which others could also use. Wall "
         "numbers are medians; CPU-time ratios are given next to wall ratios. Ratios of 10x and "
