@@ -2,9 +2,11 @@
 
 import math
 
+import pytest
 from bench_helpers import load_benchmark
 
 
+@pytest.mark.slow  # 31 s of compilation (every dynamics variant); the variants have fast tests
 def test_bench_dynamics_quick(tmp_path):
     bench = load_benchmark("bench_dynamics")
     out = tmp_path / "BENCHMARKS.md"
