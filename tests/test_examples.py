@@ -191,6 +191,7 @@ def test_deploy_network_example_with_the_mpc_in_lockstep(tmp_path):
     assert side["driver"]["accepted"] == 150 and summary["robot_process_exit_code"] == 0
 
 
+@pytest.mark.slow  # 71 s (both processes compile); SolverProcess and RealTimeMPC have fast tests
 def test_deploy_network_example_with_the_mpc_in_real_time(tmp_path):
     """The code path, at tiny settings (the 3-knot solo12 MPC): 1 s in real time over UDP to a
     MuJoCo robot process that never waits; the solver process (the example's default, with
