@@ -120,6 +120,8 @@ class MPC:
         max_failures: consecutive failed cycles before the safe stand.
         feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
             (`targets_at` with a state).
+        linearize_threads: 1, or 2 to linearise the two halves of the horizon at the same time
+            in each cycle (`trajopt.fddp.linearize_in_two_threads`; needs a second core).
         problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params,
             period: the gait period [s], default the gait's on the robot, `gait_period`).
     """
@@ -138,6 +140,7 @@ class MPC:
         time_budget: float | None = None,
         max_failures: int = 3,
         feedback_limit: float = 0.3,
+        linearize_threads: int = 1,
         **problem_options,
     ):
         check_gait(gait)
@@ -162,6 +165,9 @@ class MPC:
         if not feedback_limit >= 0:
             raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
         self.feedback_limit = float(feedback_limit)
+        if linearize_threads not in (1, 2):
+            raise ValueError(f"linearize_threads must be 1 or 2, got {linearize_threads!r}")
+        self.linearize_threads = int(linearize_threads)
         self._local = jax.jit(functools.partial(P.local, self.problem))
         # one contact step of the planning model (`predict`)
         self._substep = jax.jit(_knot_transition(self.problem.replace(substeps=1)))
@@ -311,6 +317,7 @@ class MPC:
                 max_iterations=self.iterations,
                 time_budget=self.time_budget,
                 verbose=False,
+                linearize_threads=self.linearize_threads,
             )
             failed = (
                 plan.status in FAILED_STATUSES

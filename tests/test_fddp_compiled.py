@@ -161,3 +161,34 @@ def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny
     ours, ref = both(0.5)
     close(ours, ref)
     assert float(np.max(np.abs(np.asarray(ref[2])))) > 1e-5  # the trial's defects are not zero
+
+
+def test_two_threads_linearise_exactly_what_one_call_does(tiny):
+    """`linearize_in_two_threads` (the horizon's halves at the same time; the tiny problem's 3
+    knots are odd, so the second half repeats the last knot) equals `linearize_all` exactly,
+    on its first call (both halves in the caller, compiling once) and on a threaded one."""
+    problem, fn, xs, us = tiny
+    reference = fn.linearize_all(problem.data, xs, us)
+    for _ in range(2):
+        lin = fddp.linearize_in_two_threads(fn, problem.data, xs, us)
+        for name, a, b in zip(fddp.Linearization._fields, lin, reference):
+            assert np.shape(a) == np.shape(b), name
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+    assert fn.linearize_knots_ready
+
+
+def test_linearize_threads_is_checked_before_any_work(tiny):
+    problem, _, _, us = tiny
+    for bad in (0, 3, 1.5):
+        with pytest.raises(ValueError, match="linearize_threads must be 1 or 2"):
+            fddp.solve_fddp(problem, None, us, linearize_threads=bad)
+
+
+@pytest.mark.slow  # compiles the line search and the backward pass of the tiny problem
+def test_solves_with_one_and_two_linearisation_threads_are_the_same(tiny):
+    problem, _, _, us = tiny
+    one = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False)
+    two = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False, linearize_threads=2)
+    assert one[2]["iterations"] == two[2]["iterations"] == 3
+    assert one[2]["cost"] == two[2]["cost"]
+    np.testing.assert_array_equal(np.asarray(one[1]), np.asarray(two[1]))

@@ -153,6 +153,8 @@ def test_bad_arguments_raise_clear_errors():
         MPC(ROBOT, "gallop")
     with pytest.raises(ValueError, match="shorter than one knot"):
         MPC(ROBOT, horizon=0.01, dt=0.02)
+    with pytest.raises(ValueError, match="linearize_threads must be 1 or 2, got 4"):
+        MPC(ROBOT, horizon=0.1, linearize_threads=4)
     mpc = MPC(ROBOT, horizon=0.1)
     with pytest.raises(ValueError, match="3 finite numbers"):
         mpc.set_command(float("nan"))

@@ -33,6 +33,7 @@ step). The jitted functions of a problem structure are cached (`compiled`, a bou
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import functools
 import gc
@@ -93,6 +94,8 @@ class Compiled:
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
         self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
+        self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
+        self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
         self.backward = disk("backward", _backward)
         self.line_search = disk("line_search", functools.partial(_line_search, problem))
 
@@ -449,14 +452,63 @@ def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
     if layout not in LINEARIZE_LAYOUTS:
         raise ValueError(f"layout must be one of {LINEARIZE_LAYOUTS}, got {layout!r}")
     T = problem.horizon
+    if layout == "map":
+        per_knot = _linearize_knots(problem, data, xs, us, jnp.arange(T))
+    else:
+        per_knot = jax.vmap(
+            lambda t: _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
+        )(jnp.arange(T))
+    A, B, r, Rx, Ru, contact_residual = per_knot
+    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
+    return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
+
+
+def _linearize_knots(problem, data, xs, us, knots):
+    """The running knots `knots (n,)` (integer indices) linearised one after the other
+    (`lax.map`): `(A, B, r, Rx, Ru, contact_residual)`, each stacked `(n, ...)`."""
 
     def knot(t):
         return _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
 
-    knots = jnp.arange(T)
-    per_knot = jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
-    A, B, r, Rx, Ru, contact_residual = per_knot
-    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
+    return jax.lax.map(knot, knots)
+
+
+_LINEARIZE_POOL: list = []  # the helper thread of `linearize_in_two_threads`, made on first use
+
+
+def linearize_in_two_threads(fn: Compiled, data, xs, us) -> Linearization:
+    """`fn.linearize_all` with the running knots split in two halves, linearised at the same
+    time: the second half by a helper thread, the first half and the terminal knot by the
+    caller. The same program per knot, so the same values as `linearize_all`.
+
+    Why: a knot's linearisation is a long chain of small operations, which one call runs
+    mostly on one core (BENCHMARKS.md, "Where one step's Jacobian goes"); a second call from a
+    second thread uses another (measured on 2 cores: 0.73x the time for the two halves, 0.77x
+    per FDDP iteration, "Two linearisation threads"). The first call of a structure linearises
+    both halves in the caller, so the program compiles once."""
+    T = fn.problem.horizon
+    if T < 2:  # nothing to split
+        return fn.linearize_all(data, xs, us)
+    half = (T + 1) // 2
+    first = np.arange(half)
+    second = np.minimum(np.arange(half, 2 * half), T - 1)  # T odd: the last knot twice
+    if not fn.linearize_knots_ready:
+        parts = [fn.linearize_knots(data, xs, us, first)]
+        parts.append(fn.linearize_knots(data, xs, us, second))
+        fn.linearize_knots_ready = True
+    else:
+        if not _LINEARIZE_POOL:
+            _LINEARIZE_POOL.append(concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="diffloco-linearize"))  # fmt: skip
+        future = _LINEARIZE_POOL[0].submit(
+            lambda: jax.block_until_ready(fn.linearize_knots(data, xs, us, second))
+        )
+        parts = [jax.block_until_ready(fn.linearize_knots(data, xs, us, first))]
+        parts.append(future.result())
+    rT, RT = fn.linearize_terminal(data, _index(xs, T))
+    A, B, r, Rx, Ru, contact_residual = (
+        jnp.concatenate([a, b[: T - half]]) for a, b in zip(*parts)
+    )
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
@@ -566,12 +618,17 @@ def solve_fddp(
     mu0: float = 1e-6,
     verbose: bool = True,
     callback=None,
+    linearize_threads: int = 1,
 ):
     """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
     (single shooting). Returns `(xs, us, info)` with `info` = status, iterations, cost,
     term_costs, history, forces, taus, defects, wall_time, feedback, and the contact solves'
     report at the linearisation points (`_contact_report`: `contact_residual`,
-    `unconverged_linearizations`; every history record has its point's `contact_residual`)."""
+    `unconverged_linearizations`; every history record has its point's `contact_residual`).
+    `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
+    (`linearize_in_two_threads`: the same iterates, on two cores)."""
+    if linearize_threads not in (1, 2):
+        raise ValueError(f"linearize_threads must be 1 or 2, got {linearize_threads!r}")
     fn = compiled(problem)
     data = problem.data
     start = time.perf_counter()
@@ -607,7 +664,10 @@ def solve_fddp(
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
-        lin = fn.linearize_all(data, xs, us)
+        if linearize_threads == 2:
+            lin = linearize_in_two_threads(fn, data, xs, us)
+        else:
+            lin = fn.linearize_all(data, xs, us)
         contact_residual = float(np.max(np.asarray(lin.contact_residual)))
         contact_residuals.append(contact_residual)
         accepted = False

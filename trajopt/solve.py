@@ -93,6 +93,7 @@ def solve(
     verbose: bool = True,
     callback=None,
     guess: str = "auto",
+    linearize_threads: int = 1,
 ) -> Trajectory:
     """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
 
@@ -101,6 +102,8 @@ def solve(
     `guess` is the start without `init` (see `initial_guess`). `time_budget` [s] bounds every
     solver's iterations; `tolerance` is FDDP's and L-BFGS's relative stopping test (IPOPT
     keeps its own KKT tolerance, `trajopt.ipopt.solve_ipopt(tolerance=...)`).
+    `linearize_threads` (FDDP): 2 linearises the two halves of the horizon at the same time
+    (`fddp.linearize_in_two_threads`), for a machine with a second core to spare.
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -120,6 +123,7 @@ def solve(
             tolerance=tolerance,
             verbose=verbose,
             callback=callback,
+            linearize_threads=linearize_threads,
         )
         return fddp.to_trajectory(problem, xs, us, info, f"fddp-{shooting}")
     if solver == "lbfgs":
