@@ -209,6 +209,10 @@ def test_bad_inputs_give_clear_errors(short_problem):
         short_problem.replace_data(weights={"happiness": 1.0})
     with pytest.raises(ValueError, match="solver must be one of"):
         solve(short_problem, solver="magic")
+    with pytest.raises(ValueError, match="linearize_threads must be 1 or 2, got 0"):
+        solve(short_problem, linearize_threads=0)
+    with pytest.raises(ValueError, match="linearize_threads=2 is FDDP's; solver 'lbfgs'"):
+        solve(short_problem, solver="lbfgs", linearize_threads=2)
 
 
 def test_progress_callback_and_timestamps(short_problem):
