@@ -10,7 +10,7 @@ from trajopt.trajectory import Trajectory
 
 
 def scripted_solve(problem, init=None, *, max_iterations, time_budget=None, verbose=True,
-                   guess=None):  # fmt: skip
+                   guess=None, linearize_threads=1):  # fmt: skip
     T, nu = problem.horizon, problem.nu
     x0 = problem.data.x0
     u = np.asarray(x0.u_prev)[None] + 0.01 * (np.arange(T)[:, None] + 1.0) * np.ones((1, nu))

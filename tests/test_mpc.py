@@ -33,9 +33,11 @@ class ScriptedSolver:
         self.fail = False
 
     def __call__(
-        self, problem, init=None, *, max_iterations, time_budget=None, verbose=True, guess=None
-    ):
-        self.calls.append({"problem": problem, "init": init, "max_iterations": max_iterations})
+        self, problem, init=None, *, max_iterations, time_budget=None, verbose=True, guess=None,
+        linearize_threads=1,
+    ):  # fmt: skip
+        self.calls.append({"problem": problem, "init": init, "max_iterations": max_iterations,
+                           "linearize_threads": linearize_threads})  # fmt: skip
         T, nu = problem.horizon, problem.nu
         if init is None:
             u = np.tile(np.asarray(problem.data.x0.u_prev), (T, 1))
@@ -87,6 +89,16 @@ def test_warm_start_is_the_previous_plan_shifted_by_the_elapsed_knots(scripted, 
     problem = scripted.calls[-1]["problem"]
     np.testing.assert_array_equal(np.asarray(problem.data.x0.u_prev), first_targets)
     np.testing.assert_allclose(targets, previous.shifted(2).u[0] + 0.01)
+
+
+def test_the_cycles_solve_with_the_mpcs_linearisation_threads(scripted, standing):
+    mpc, state = standing
+    mpc.reset(state, t=0.0)
+    mpc.update(state, t=0.02)
+    assert scripted.calls[-1]["linearize_threads"] == 1  # the default
+    mpc.linearize_threads = 2
+    mpc.update(state, t=0.04)
+    assert scripted.calls[-1]["linearize_threads"] == 2
 
 
 def test_references_follow_the_command_and_the_gait_phase(scripted, standing):

@@ -33,7 +33,7 @@ class SlowScriptedSolver:
         self.started = threading.Event()
 
     def __call__(self, problem, init=None, *, max_iterations, time_budget=None, verbose=True,
-                 guess=None):  # fmt: skip
+                 guess=None, linearize_threads=1):  # fmt: skip
         self.started.set()
         if self.raise_error is not None:
             raise self.raise_error
