@@ -40,6 +40,7 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
+from trajopt.fddp import check_linearize_threads
 from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
     check_gait,
@@ -165,9 +166,7 @@ class MPC:
         if not feedback_limit >= 0:
             raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
         self.feedback_limit = float(feedback_limit)
-        if linearize_threads not in (1, 2):
-            raise ValueError(f"linearize_threads must be 1 or 2, got {linearize_threads!r}")
-        self.linearize_threads = int(linearize_threads)
+        self.linearize_threads = check_linearize_threads(linearize_threads)
         self._local = jax.jit(functools.partial(P.local, self.problem))
         # one contact step of the planning model (`predict`)
         self._substep = jax.jit(_knot_transition(self.problem.replace(substeps=1)))

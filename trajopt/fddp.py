@@ -476,6 +476,14 @@ def _linearize_knots(problem, data, xs, us, knots):
 _LINEARIZE_POOL: list = []  # the helper thread of `linearize_in_two_threads`, made on first use
 
 
+def check_linearize_threads(threads) -> int:
+    """`threads` as an int if it is 1 or 2 (the `linearize_threads` of `solve_fddp`, `solve` and
+    `MPC`), else a ValueError naming the argument."""
+    if threads not in (1, 2):
+        raise ValueError(f"linearize_threads must be 1 or 2, got {threads!r}")
+    return int(threads)
+
+
 def linearize_in_two_threads(fn: Compiled, data, xs, us) -> Linearization:
     """`fn.linearize_all` with the running knots split in two halves, linearised at the same
     time: the second half by a helper thread, the first half and the terminal knot by the
@@ -627,8 +635,7 @@ def solve_fddp(
     `unconverged_linearizations`; every history record has its point's `contact_residual`).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`linearize_in_two_threads`: the same iterates, on two cores)."""
-    if linearize_threads not in (1, 2):
-        raise ValueError(f"linearize_threads must be 1 or 2, got {linearize_threads!r}")
+    check_linearize_threads(linearize_threads)
     fn = compiled(problem)
     data = problem.data
     start = time.perf_counter()

@@ -111,9 +111,7 @@ def solve(
         raise ValueError(f"shooting must be one of {SHOOTING}, got {shooting!r}")
     if max_iterations < 0:
         raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
-    if linearize_threads not in (1, 2):
-        raise ValueError(f"linearize_threads must be 1 or 2, got {linearize_threads!r}")
-    if linearize_threads == 2 and solver != "fddp":
+    if fddp.check_linearize_threads(linearize_threads) == 2 and solver != "fddp":
         raise ValueError(f"linearize_threads=2 is FDDP's; solver {solver!r} takes 1")
     xs, us = initial_guess(problem, init, guess)
     if solver == "fddp":
