@@ -452,28 +452,29 @@ def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
     if layout not in LINEARIZE_LAYOUTS:
         raise ValueError(f"layout must be one of {LINEARIZE_LAYOUTS}, got {layout!r}")
     T = problem.horizon
-    if layout == "map":
-        per_knot = _linearize_knots(problem, data, xs, us, jnp.arange(T))
-    else:
-        per_knot = jax.vmap(
-            lambda t: _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
-        )(jnp.arange(T))
+    per_knot = _linearize_knots(problem, data, xs, us, jnp.arange(T), layout)
     A, B, r, Rx, Ru, contact_residual = per_knot
     rT, RT = _linearize_terminal(problem, data, _index(xs, T))
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
-def _linearize_knots(problem, data, xs, us, knots):
+def _linearize_knots(problem, data, xs, us, knots, layout: str = "map"):
     """The running knots `knots (n,)` (integer indices) linearised one after the other
-    (`lax.map`): `(A, B, r, Rx, Ru, contact_residual)`, each stacked `(n, ...)`."""
+    (`layout="map"`, `lax.map`) or batched ("vmap"): `(A, B, r, Rx, Ru, contact_residual)`,
+    each stacked `(n, ...)`."""
 
     def knot(t):
         return _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
 
-    return jax.lax.map(knot, knots)
+    return jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
 
 
-_LINEARIZE_POOL: list = []  # the helper thread of `linearize_in_two_threads`, made on first use
+@functools.cache
+def _linearize_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The helper thread of `linearize_in_two_threads` (one per process, made on first use)."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="diffloco-linearize"
+    )
 
 
 def check_linearize_threads(threads) -> int:
@@ -505,10 +506,7 @@ def linearize_in_two_threads(fn: Compiled, data, xs, us) -> Linearization:
         parts.append(fn.linearize_knots(data, xs, us, second))
         fn.linearize_knots_ready = True
     else:
-        if not _LINEARIZE_POOL:
-            _LINEARIZE_POOL.append(concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="diffloco-linearize"))  # fmt: skip
-        future = _LINEARIZE_POOL[0].submit(
+        future = _linearize_pool().submit(
             lambda: jax.block_until_ready(fn.linearize_knots(data, xs, us, second))
         )
         parts = [jax.block_until_ready(fn.linearize_knots(data, xs, us, first))]
@@ -635,8 +633,9 @@ def solve_fddp(
     `unconverged_linearizations`; every history record has its point's `contact_residual`).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`linearize_in_two_threads`: the same iterates, on two cores)."""
-    check_linearize_threads(linearize_threads)
+    two_threads = check_linearize_threads(linearize_threads) == 2
     fn = compiled(problem)
+    linearize = functools.partial(linearize_in_two_threads, fn) if two_threads else fn.linearize_all
     data = problem.data
     start = time.perf_counter()
     if xs is None:  # single shooting: the rollout's own transitions give the costs
@@ -671,10 +670,7 @@ def solve_fddp(
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
-        if linearize_threads == 2:
-            lin = linearize_in_two_threads(fn, data, xs, us)
-        else:
-            lin = fn.linearize_all(data, xs, us)
+        lin = linearize(data, xs, us)
         contact_residual = float(np.max(np.asarray(lin.contact_residual)))
         contact_residuals.append(contact_residual)
         accepted = False
