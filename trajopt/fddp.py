@@ -93,7 +93,14 @@ class Compiled:
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
-        self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
+        if problem.derivatives == "compiled":  # the knots' dynamics in C, the costs in JAX
+            self.linearize_costs = disk(
+                "linearize_costs", functools.partial(_linearize_costs, problem)
+            )
+            self.linearize_all = functools.partial(_linearize_all_compiled, self)
+            self.knot_functions = None  # (params, gains, compiled_knots.SubstepFunctions)
+        else:
+            self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
         self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
         self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
         self.backward = disk("backward", _backward)
@@ -458,6 +465,54 @@ def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
+def _linearize_costs(problem, data, xs, us, dyn: KnotDynamics) -> Linearization:
+    """`_linearize_all` with every knot's dynamics given (`dyn`, stacked `(T, ...)`): the
+    costs' chain rule (`_knot_costs`) over the knots in one `lax.map`, and the terminal knot."""
+    T = problem.horizon
+
+    def knot(inputs):
+        t, d = inputs
+        return _knot_costs(problem, data, _index(xs, t), us[t], t, d)
+
+    r, Rx, Ru = jax.lax.map(knot, (jnp.arange(T), dyn))
+    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
+    return Linearization(dyn.A, dyn.B, r, Rx, Ru, rT, RT, dyn.contact_residual)
+
+
+def compiled_knot_dynamics(fn: Compiled, data, xs, us) -> KnotDynamics:
+    """Every running knot's `KnotDynamics` (stacked `(T, ...)`, NumPy) by the generated C code
+    of `trajopt.compiled_knots` (`derivatives="compiled"`): the same values as
+    `_knot_dynamics` with implicit derivatives, to rounding. The compiled functions are looked
+    up again only when `data`'s step parameters or PD gains are other objects than last time."""
+    from . import compiled_knots  # CasADi, on first use only
+
+    problem = fn.problem
+    recent = fn.knot_functions
+    if recent is None or recent[0] is not data.params or recent[1] is not data.gains:
+        recent = (data.params, data.gains, compiled_knots.substep_functions(problem, data))
+        fn.knot_functions = recent
+    T, nv, nu, nx = problem.horizon, problem.model.nv, problem.nu, problem.nx
+    q, v = (np.asarray(a)[:T] for a in (xs.q, xs.v))
+    out = compiled_knots.knot_dynamics(problem, recent[2], q, v, np.asarray(us))
+    state, forces_jac, taus_jac = out["state"], out["forces_jac"], out["taus_jac"]
+    A = np.zeros((T, nx, nx))
+    A[:, : 2 * nv, : 2 * nv] = state[:, :, : 2 * nv]  # the next knot's u_prev is u: zero along x
+    B = np.zeros((T, nx, nu))
+    B[:, : 2 * nv] = state[:, :, 2 * nv :]
+    B[:, 2 * nv :] = np.eye(nu)
+    return KnotDynamics(
+        A, B, out["forces"], out["taus"], forces_jac[:, :, : 2 * nv], forces_jac[:, :, 2 * nv :],
+        taus_jac[:, :, : 2 * nv], taus_jac[:, :, 2 * nv :], out["residual"],
+    )  # fmt: skip
+
+
+def _linearize_all_compiled(fn: Compiled, data, xs, us) -> Linearization:
+    """`Compiled.linearize_all` of a `derivatives="compiled"` problem: the knots' dynamics by
+    `compiled_knot_dynamics`, the costs by `fn.linearize_costs`."""
+    dyn = compiled_knot_dynamics(fn, data, xs, us)
+    return fn.linearize_costs(data, xs, us, dyn)
+
+
 def _linearize_knots(problem, data, xs, us, knots, layout: str = "map"):
     """The running knots `knots (n,)` (integer indices) linearised one after the other
     (`layout="map"`, `lax.map`) or batched ("vmap"): `(A, B, r, Rx, Ru, contact_residual)`,
@@ -634,6 +689,11 @@ def solve_fddp(
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`linearize_in_two_threads`: the same iterates, on two cores)."""
     two_threads = check_linearize_threads(linearize_threads) == 2
+    if two_threads and problem.derivatives == "compiled":
+        raise ValueError(
+            "linearize_threads=2 is for the JAX linearisation; derivatives='compiled' "
+            "linearises in C and takes linearize_threads=1"
+        )
     fn = compiled(problem)
     linearize = functools.partial(linearize_in_two_threads, fn) if two_threads else fn.linearize_all
     data = problem.data

@@ -247,7 +247,7 @@ def make_problem(
             damping integrated implicitly in the step).
         initial_state: default: the standing pose at rest.
         period: gait period [s] (default per robot).
-        derivatives: "unrolled" or "implicit" (`trajopt.problem.Problem`).
+        derivatives: "unrolled", "implicit" or "compiled" (`trajopt.problem.Problem`).
     """
     check_gait(gait)
     for name, value in (("duration", duration), ("dt", dt)):

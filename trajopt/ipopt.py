@@ -220,10 +220,11 @@ def _inverse3_times(g, c):
     return (adjugate / det) @ c
 
 
-def _solve_impulses(delassus, c, mu, weights, num_sweeps):
+def solve_unit_impulses(delassus, c, mu, weights, num_sweeps):
     """`contact.coulomb.solve_impulses` (Gauss-Seidel) for `delassus (3k, 3k)`, `c (3k,)`.
 
-    Returns the impulses `[w_i p_i (3,)]` of the k contacts.
+    Returns `(p, steps)`: the k contacts' unit-weight impulses `p_i (3,)` (the impulses are
+    `w_i p_i`) and their steps `R_i (3,)`, as lists.
     """
     k = len(weights)
     block = lambda i, j: delassus[3 * i : 3 * i + 3, 3 * j : 3 * j + 3]  # noqa: E731
@@ -244,7 +245,7 @@ def _solve_impulses(delassus, c, mu, weights, num_sweeps):
             for j in range(k):
                 u_i = u_i + coupled[i][j] @ p[j]
             p[i] = _project_disk_cone(p[i] - steps[i] * u_i, mu)
-    return [weights[i] * p[i] for i in range(k)]
+    return p, steps
 
 
 def _activation(contact: str, params: dict, gap):
@@ -256,10 +257,16 @@ def _activation(contact: str, params: dict, gap):
     return ca.if_else(gap < cutoff, weight, 0.0)
 
 
-def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int):
-    """One `contact.step` (hard or smooth) in CasADi: `(q+, v+, forces (k, 3) world)`.
+def moreau_step_parts(
+    m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int
+) -> dict:
+    """One `contact.step` (hard or smooth) in CasADi, with its intermediate quantities.
 
-    `tau (nu,)` joint torques; equations in `contact/step.py`.
+    `tau (nu,)` joint torques; equations in `contact/step.py`. Returns a dict: `q_next`,
+    `v_next`, `forces (k, 3)` world; `mass` (with the implicit joint damping, `(nv, nv)`), `jac`
+    `(3k, nv)` contact frames, `gaps`, `active` (weights, lists of k), `impulses` (`w_i p_i`),
+    `unit` (`p_i`) and `steps` (`R_i`) (lists of k `(3,)`), `minv_jt (nv, 3k)`, `velocity`: the
+    solver's contact velocity `G~ p + c` of each contact (list of k `(3,)`).
     """
     dt = params["dt"]
     nvb = m.nv - m.nu
@@ -282,12 +289,37 @@ def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, nu
                 for i, g in enumerate(gaps)
             ]  # fmt: skip
         )
-    impulses = _solve_impulses(jac @ minv_jt, c, plane["friction"], active, num_sweeps)
+    delassus = jac @ minv_jt
+    unit, steps = solve_unit_impulses(delassus, c, plane["friction"], active, num_sweeps)
+    k = len(gaps)
+    impulses = [active[i] * unit[i] for i in range(k)]
+    velocity = [
+        c[3 * i : 3 * i + 3]
+        + sum(
+            ((1.0 if j == i else active[j]) * delassus[3 * i : 3 * i + 3, 3 * j : 3 * j + 3]
+             @ unit[j] for j in range(k)),
+            ca.SX.zeros(3),
+        )  # fmt: skip
+        for i in range(k)
+    ]
     v_next = v_free + minv_jt @ ca.vertcat(*impulses)
     q_next = integrate(m, q, (0.5 * dt) * (v + v_next))
     frame = ca.DM(plane["frame"])
     forces = ca.horzcat(*[frame @ p / dt for p in impulses]).T  # (k, 3)
-    return q_next, v_next, forces
+    return {
+        "q_next": q_next, "v_next": v_next, "forces": forces, "mass": mass, "jac": jac,
+        "gaps": gaps, "active": active, "impulses": impulses, "unit": unit, "steps": steps,
+        "minv_jt": minv_jt, "velocity": velocity,
+    }  # fmt: skip
+
+
+def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int):
+    """One `contact.step` (hard or smooth) in CasADi: `(q+, v+, forces (k, 3) world)`.
+
+    `tau (nu,)` joint torques; equations in `contact/step.py`.
+    """
+    parts = moreau_step_parts(m, params, plane, q, v, tau, contact, num_sweeps)
+    return parts["q_next"], parts["v_next"], parts["forces"]
 
 
 # ----------------------------------------------------------------------------- problem pieces

@@ -65,6 +65,8 @@ RUNNING_TERMS = (
 TERMINAL_TERMS = ("terminal_state",)
 COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
 CONTROL_KINDS = ("pd", "torque")
+# `Problem.derivatives`: those of `contact.step`, and "compiled" (the implicit ones in C)
+DERIVATIVES = ("unrolled", "implicit", "compiled")
 
 
 @jax.tree_util.register_dataclass
@@ -123,7 +125,10 @@ class Problem:
     "unrolled" (default: through the sweeps, the derivative of the computed step) or "implicit"
     (at the solution: the derivative of the exact Coulomb fixed point, cheaper; at 10 sweeps it
     differs from the computed step's by a few per cent, BENCHMARKS.md "Derivatives through
-    contact"). The dynamics themselves are the same either way.
+    contact"), or "compiled": the implicit derivatives, evaluated for FDDP's knot
+    linearisation by C code that CasADi generates (`trajopt.compiled_knots`: hard and smooth
+    contact on plane terrains; a C compiler at the first use). The dynamics themselves are the
+    same either way.
     """
 
     model: Model
@@ -162,7 +167,6 @@ class Problem:
 def validate(problem: Problem) -> None:
     """Clear errors for inputs that cannot be solved."""
     from contact import CONTACT_MODELS
-    from contact.coulomb import DERIVATIVES
 
     if not isinstance(problem.horizon, int | np.integer) or problem.horizon < 1:
         raise ValueError(f"horizon must be a positive number of knots, got {problem.horizon!r}")
@@ -172,6 +176,19 @@ def validate(problem: Problem) -> None:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {problem.contact!r}")
     if problem.derivatives not in DERIVATIVES:
         raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {problem.derivatives!r}")
+    if problem.derivatives == "compiled":
+        from contact.terrain import Plane
+
+        if problem.contact not in ("hard", "smooth"):
+            raise ValueError(
+                f"derivatives='compiled' supports the hard and smooth contact models, "
+                f"got contact={problem.contact!r}"
+            )
+        terrain = problem.data.params.terrain
+        if not isinstance(terrain, Plane):
+            raise ValueError(
+                f"derivatives='compiled' supports plane terrains, got {type(terrain).__name__}"
+            )
     if problem.control not in CONTROL_KINDS:
         raise ValueError(f"control must be one of {CONTROL_KINDS}, got {problem.control!r}")
     unknown = set(problem.data.weights) - set(COST_TERMS)
@@ -233,6 +250,12 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
     return transition_with_residual(problem, data, x, u)[:3]
 
 
+def step_derivatives(problem: Problem) -> str:
+    """The `contact.step` derivatives of the problem's transition: "compiled" is "implicit"
+    (the same derivative, which `trajopt.compiled_knots` evaluates in C for FDDP)."""
+    return "implicit" if problem.derivatives == "compiled" else problem.derivatives
+
+
 def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, u):
     """`transition`'s `(x_next, forces, torques)` and the largest Coulomb fixed-point residual
     of the knot's impulse solves [m/s] (`contact.StepInfo.residual`, max over the substeps;
@@ -252,7 +275,7 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
             tau,
             contact=problem.contact,
             num_sweeps=problem.num_sweeps,
-            derivatives=problem.derivatives,
+            derivatives=step_derivatives(problem),
             # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
             rigid_body_derivatives="jacobian",
         )

@@ -1,0 +1,127 @@
+"""The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.compiled_knots`)
+against JAX's `jacfwd` with the implicit rule (`fddp._knot_dynamics`, derivatives="implicit"),
+which `tests/test_implicit_derivatives.py` checks against central differences.
+
+The states cover every contact mode of the implicit rule: sticking, sliding (on the cone's rim),
+separated (zero impulse) and pressed in (touchdown), under the smooth model (the MPC's) and the
+hard one.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from trajopt import compiled_knots, fddp
+from trajopt import problem as P
+from trajopt.gaits import make_problem
+from trajopt.solve import initial_guess, solve
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _problem(contact="smooth", substeps=2, derivatives="compiled", horizon=0.2):
+    return make_problem(
+        "go2", "trot", 0.5, duration=horizon, dt=0.02, substeps=substeps, contact=contact,
+        derivatives=derivatives,
+    )  # fmt: skip
+
+
+def _states(problem):
+    """The trot guess's rollout, and the same states sliding sideways at 1 m/s, pressed 1 cm
+    into the ground moving down at 0.5 m/s, and lifting off at 0.5 m/s:
+    `(q (N, nq), v (N, nv), u (N, nu))`."""
+    fn = fddp.compiled(problem.replace(derivatives="implicit"))
+    _, us = initial_guess(problem)
+    xs = fn.rollout(problem.data, us)
+    xs = xs[0] if isinstance(xs, tuple) else xs
+    T = problem.horizon
+    q, v, u = np.asarray(xs.q[:T]), np.asarray(xs.v[:T]), np.array(us)
+    # 0.1 um lower: the standing pose touches the ground exactly (gap 0 to rounding), the kink
+    # of the hard model's opening max(gap, 0), where each implementation's rounding of the gap
+    # picks the side
+    q = q.copy()
+    q[:, 2] -= 1e-7
+    sliding_v = v.copy()
+    sliding_v[:, 1] += 1.0
+    pressed_q, pressed_v = q.copy(), v.copy()
+    pressed_q[:, 2] -= 0.01
+    pressed_v[:, 2] -= 0.5
+    lifting_v = v.copy()
+    lifting_v[:, 2] += 0.5
+    return (
+        np.concatenate(a)
+        for a in ((q, q, pressed_q, q), (v, sliding_v, pressed_v, lifting_v), (u, u, u, u))
+    )
+
+
+def _modes(problem, q, v, u):
+    """Counts of the contact modes at the states' first substep: sticking, sliding, separated."""
+    functions = compiled_knots.substep_functions(problem)
+    forward, _ = functions.mapped(q.shape[0])
+    p = forward(q, v, u)["p"][..., 0].reshape(-1, 3)
+    mu = functions.plane["friction"]
+    loaded = p[:, 2] > 1e-9
+    rim = loaded & (np.linalg.norm(p[:, :2], axis=1) > (1 - 1e-9) * mu * p[:, 2])
+    return {"sticking": int(np.sum(loaded & ~rim)), "sliding": int(np.sum(rim)),
+            "separated": int(np.sum(~loaded))}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "contact, substeps", [("smooth", 2), pytest.param("hard", 1, marks=pytest.mark.slow)]
+)
+def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
+    problem = _problem(contact, substeps)
+    q, v, u = _states(problem)
+    modes = _modes(problem, q, v, u)
+    assert min(modes.values()) > 0, modes  # every mode is exercised
+    out = compiled_knots.knot_dynamics(problem, compiled_knots.substep_functions(problem), q, v, u)
+    implicit = problem.replace(derivatives="implicit")
+    reference = jax.jit(lambda x, uu: fddp._knot_dynamics(implicit, implicit.data, x, uu))
+    nv = problem.model.nv
+    worst = {}
+    for i in range(q.shape[0]):
+        d = reference(P.KnotState(q[i], v[i], u[i]), u[i])
+        # the torque is the per-joint peak over the substeps: where a joint's torque is zero in
+        # both (the standing state at rest), rounding picks the substep, so its row is compared
+        # only where the torque is not zero
+        peak = np.abs(np.asarray(d.taus)) > 1e-6
+        pairs = {
+            "A": (d.A[: 2 * nv, : 2 * nv], out["state"][i][:, : 2 * nv]),
+            "B": (d.B[: 2 * nv], out["state"][i][:, 2 * nv :]),
+            "forces": (d.forces, out["forces"][i]),
+            "forces_x": (d.forces_x, out["forces_jac"][i][:, : 2 * nv]),
+            "forces_u": (d.forces_u, out["forces_jac"][i][:, 2 * nv :]),
+            "taus": (d.taus, out["taus"][i]),
+            "taus_x": (d.taus_x[peak], out["taus_jac"][i][peak, : 2 * nv]),
+            "taus_u": (d.taus_u[peak], out["taus_jac"][i][peak, 2 * nv :]),
+        }
+        for name, (a, b) in pairs.items():
+            a = np.asarray(a)
+            error = np.max(np.abs(a - b), initial=0.0) / max(np.max(np.abs(a), initial=0.0), 1.0)
+            worst[name] = max(worst.get(name, 0.0), error)
+        np.testing.assert_allclose(out["residual"][i], d.contact_residual, rtol=1e-6, atol=1e-12)
+    assert max(worst.values()) < 1e-8, worst
+
+
+def test_a_compiled_solve_takes_the_implicit_solves_iterates():
+    problem = _problem(horizon=0.3)
+    a = solve(problem, max_iterations=4, verbose=False)
+    b = solve(problem.replace(derivatives="implicit"), max_iterations=4, verbose=False)
+    assert a.iterations == b.iterations == 4
+    np.testing.assert_allclose(a.cost, b.cost, rtol=1e-9)
+    np.testing.assert_allclose(a.u, b.u, atol=1e-7)
+    assert [h["step"] for h in a.history] == [h["step"] for h in b.history]
+
+
+def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
+    with pytest.raises(ValueError, match="hard and smooth"):
+        _problem(contact="penalty")
+    from contact.terrain import steps
+
+    problem = _problem()
+    rough = problem.data.params.replace(terrain=steps(0.05, 0.3, 0.5))
+    with pytest.raises(ValueError, match="plane terrains"):
+        problem.replace_data(params=rough)
+    with pytest.raises(ValueError, match="linearize_threads=2"):
+        fddp.solve_fddp(problem, us=np.zeros((problem.horizon, problem.nu)),
+                        linearize_threads=2, verbose=False)  # fmt: skip

@@ -1,0 +1,428 @@
+"""Knot transition Jacobians in C that CasADi generates (`Problem(derivatives="compiled")`).
+
+Same derivative as `derivatives="implicit"` (the impulse solve differentiated at its solution,
+`contact.coulomb.solve_impulses`), evaluated by compiled C instead of `jax.jacfwd` through XLA:
+a Go2 knot's program is thousands of tiny XLA operations, and its time follows their count,
+not the arithmetic (BENCHMARKS.md, "A cheaper step Jacobian three ways").
+
+One contact substep (Moreau midpoint, `contact/step.py`) at `(q, v, u)`, tangent directions
+`e = (dq, dv, du)` (`n = 2 nv + nu`), unknowns at the solution: `v+ (nv,)`, the unit-weight
+impulses `p (k, 3)` and `s_i = M'^-1 J_i^T p_i (nv,)`, with `M' = M + dt D` (joint damping):
+
+    Phi1 = dt (RNEA(q_m, v, (v+ - v) / dt) + D v+ - tau) - J^T (w p)        = 0   (nv)
+    Phi3_i = M' s_i - J_i^T p_i                                             = 0   (nv each)
+    u_i = J_i v+ + (1 - w_i) J_i s_i + opening_i e_n                        contact velocity
+    F_i = p_i - proj_K(p_i - R_i u_i)                                       = 0   (3 each)
+
+The generated function (`_derivative_function`) returns the partial Jacobians over `e` at fixed
+unknowns (RNEA-type products: `dM` is never formed), `M'`, `J`, the weights and the
+projection's Jacobian `D_i`; NumPy then eliminates `v+` and `s` (`_substep_jacobians`):
+
+    A  = (I - D) + D R G~,          G~ = J M'^-1 J^T W + blockdiag((1 - w_i) G_ii)
+    B  = D R (U_e - J M'^-1 Phi1_e - blockdiag((1 - w_i) J_i) M'^-1 Phi3_e)
+    dp = -pinv(A) B                 (`contact.coulomb.TANGENT_RCOND`, as `_tangent_solve`)
+    dv+ = -M'^-1 Phi1_e + M'^-1 J^T (w dp)
+
+exactly the linear system `jax.lax.custom_root` solves in the implicit branch, so the values
+agree with `derivatives="implicit"` to rounding (`tests/test_compiled_knots.py`). The forward
+substep is generated too (`_forward_function`, the same sweeps as `contact.step`), so a knot's
+linearisation never enters XLA for its dynamics; the costs' chain rule stays in JAX
+(`trajopt.fddp._knot_costs`).
+
+The C files are compiled once per robot, contact model and parameter values with the system's
+C compiler (`CC`, default `gcc`) and kept in `<DIFFLOCO_CACHE_DIR>/casadi/` (a temporary folder
+when the cache is off), keyed by a hash of the generated code. Supported: what the IPOPT mirror
+supports (`trajopt.ipopt`: hard and smooth contact, plane terrains, pd and torque control).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+
+from contact.coulomb import TANGENT_RCOND
+from dynamics import kinematics as _kin
+from dynamics import newton_euler
+
+from . import compile_cache
+from . import ipopt as _sx
+from . import problem as P
+
+# -march=native: 1.9x faster derivative code than without (measured: 0.69 against 1.29 ms for
+# 25 Go2 substeps); the library's key includes the CPU, so a shared cache folder never hands it
+# to another processor
+COMPILER_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
+
+
+# ----------------------------------------------------------------------------- the SX functions
+def _setting(problem: P.Problem, params) -> tuple:
+    """What the generated code depends on besides the robot: static choices and numbers."""
+    plane = _sx._plane(params.terrain)
+    numbers = {
+        n: float(getattr(params, n)) for n in ("dt", "kappa", "bias", "margin", "joint_damping")
+    }
+    gains = (
+        tuple(float(g) for g in np.asarray(problem.data.gains)) if problem.control == "pd" else ()
+    )
+    return plane, numbers, gains
+
+
+def _symbols(m, k):
+    return {
+        "q": ca.SX.sym("q", m.nq), "v": ca.SX.sym("v", m.nv), "u": ca.SX.sym("u", m.nu),
+        "v_next": ca.SX.sym("v_next", m.nv), "p": ca.SX.sym("p", 3 * k),
+        "s": ca.SX.sym("s", m.nv * k), "steps": ca.SX.sym("steps", 3 * k),
+        "q_next": ca.SX.sym("q_next", m.nq),
+    }  # fmt: skip
+
+
+def _forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """`(q_next, v_next, p (3k), steps (3k), s (k nv), forces (3k) world, total (nu),
+    residual) = f(q, v, u)`: one substep as `contact.step` (`trajopt.ipopt.moreau_step_parts`),
+    with the unit impulses, the steps, `s_i = M'^-1 J_i^T p_i`, the motor torque (actuator plus
+    implicit damping) and the impulse solve's residual `max_i |R_i^-1 (p_i - proj_K(p_i - R_i
+    u_i))|` (`contact.coulomb.natural_residual`)."""
+    k = m.nfeet
+    sym = _symbols(m, k)
+    q, v, u = sym["q"], sym["v"], sym["u"]
+    tau = _sx._joint_torque(problem, m, q, v, u)
+    parts = _sx.moreau_step_parts(m, params, plane, q, v, tau, problem.contact, problem.num_sweeps)
+    unit, steps, minv_jt = parts["unit"], parts["steps"], parts["minv_jt"]
+    mu = plane["friction"]
+    per_contact = []
+    for i in range(k):
+        fixed = _sx._project_disk_cone(unit[i] - steps[i] * parts["velocity"][i], mu)
+        per_contact.append(_sx._safe_norm((unit[i] - fixed) / steps[i]))
+    residual = per_contact[0]
+    for r in per_contact[1:]:
+        residual = ca.fmax(residual, r)
+    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ unit[i] for i in range(k)])
+    total = tau - params["joint_damping"] * parts["v_next"][m.nv - m.nu :]
+    outputs = [
+        parts["q_next"], parts["v_next"], ca.vertcat(*unit), ca.vertcat(*steps), s,
+        ca.vec(parts["forces"].T), total, residual,
+    ]  # fmt: skip
+    names = ["q_next", "v_next", "p", "steps", "s", "forces", "total", "residual"]
+    return ca.Function("substep_forward", [q, v, u], outputs, ["q", "v", "u"], names)
+
+
+def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """The partial Jacobians of one substep at its solution (module docstring), over the tangent
+    `e = (dq, dv, du)` at `e = 0`:
+
+    inputs `q, v, u, v_next, p (3k), s (k nv), steps (3k), q_next`;
+    outputs `mass M' (nv, nv)`, `jac J (3k, nv)`, `w (k,)`, `D (3k, 3)` (the k projection
+    Jacobians stacked), `phi1_e (nv, n)`, `phi3_e (k nv, n)`, `u_e (3k, n)`, `w_e (k, n)`,
+    `q_e (nv, n)` and `q_v (nv, nv)` (the next configuration's tangent at `q_next` over `e`
+    and over `v_next`), `tau_e (nu, n)` (actuator torque)."""
+    k, nv, nu = m.nfeet, m.nv, m.nu
+    nvb = nv - nu
+    dt, d = params["dt"], params["joint_damping"]
+    sym = _symbols(m, k)
+    e = ca.SX.sym("e", 2 * nv + nu)
+    q = _sx.integrate(m, sym["q"], e[:nv])
+    v = sym["v"] + e[nv : 2 * nv]
+    u = sym["u"] + e[2 * nv :]
+    v_next, p, s, steps = sym["v_next"], sym["p"], sym["s"], sym["steps"]
+    tau = _sx._joint_torque(problem, m, q, v, u)
+    tau_gen = ca.vertcat(ca.SX.zeros(nvb), tau) if nvb else tau
+    damping = ca.DM(d * np.concatenate([np.zeros(nvb), np.ones(nu)]))
+    q_mid = _sx.integrate(m, q, v * (0.5 * dt))
+    kin = _kin.forward_kinematics(_sx._OPS, m, q_mid)
+    gaps, jac = _sx._foot_contacts(m, plane, kin)
+    w = ca.vertcat(*[_sx._activation(problem.contact, params, g) for g in gaps])
+    jac_i = [jac[3 * i : 3 * i + 3, :] for i in range(k)]
+    p_i = [p[3 * i : 3 * i + 3] for i in range(k)]
+    s_i = [s[nv * i : nv * (i + 1)] for i in range(k)]
+    weighted = ca.vertcat(*[w[i] * p_i[i] for i in range(k)])
+    accel = (v_next - v) / dt
+    phi1 = dt * (newton_euler.rnea(_sx._OPS, m, kin, v, accel) + damping * v_next - tau_gen)
+    phi1 = phi1 - jac.T @ weighted
+    zero = ca.SX.zeros(nv)
+    gravity = newton_euler.rnea(_sx._OPS, m, kin, zero, zero)
+    phi3 = ca.vertcat(*[
+        newton_euler.rnea(_sx._OPS, m, kin, zero, s_i[i]) - gravity + dt * damping * s_i[i]
+        - jac_i[i].T @ p_i[i]
+        for i in range(k)
+    ])  # fmt: skip
+    velocity = []
+    for i in range(k):
+        u_i = jac_i[i] @ v_next + (1.0 - w[i]) * (jac_i[i] @ s_i[i])
+        if problem.contact == "hard":  # speculative opening of a separated contact
+            # max(gap, 0) as (gap + |gap|) / 2: the same value, and at gap = 0 the derivative
+            # 1/2 that `jnp.maximum` takes there (a touching foot at rest)
+            u_i = u_i + ca.vertcat(0, 0, 0.5 * (gaps[i] + ca.fabs(gaps[i])) / dt)
+        velocity.append(u_i)
+    velocity = ca.vertcat(*velocity)
+    # the projection's Jacobian at its argument p_i - R_i u_i
+    z = ca.SX.sym("z", 3)
+    proj_jac = ca.Function(
+        "proj_jac", [z], [ca.jacobian(_sx._project_disk_cone(z, plane["friction"]), z)]
+    )
+    argument = p - steps * velocity
+    proj = ca.vertcat(*[proj_jac(argument[3 * i : 3 * i + 3]) for i in range(k)])
+    q_plus = _sx.integrate(m, q, (0.5 * dt) * (v + v_next))
+    q_tangent = _sx.difference(m, sym["q_next"], q_plus)
+    mass = ca.jacobian(phi3[:nv], s_i[0]) if k else ca.SX.zeros(nv, nv)  # M' (rnea is linear in s)
+    outputs = {
+        "mass": mass, "jac": jac, "w": w, "D": proj,
+        "phi1_e": ca.jacobian(phi1, e), "phi3_e": ca.jacobian(phi3, e),
+        "u_e": ca.jacobian(velocity, e), "w_e": ca.jacobian(w, e),
+        "q_e": ca.jacobian(q_tangent, e), "q_v": ca.jacobian(q_tangent, v_next),
+        "tau_e": ca.jacobian(tau, e),
+    }  # fmt: skip
+    zero_e = ca.DM.zeros(e.shape)
+    values = [ca.substitute(ca.densify(x), e, zero_e) for x in outputs.values()]
+    names = ["q", "v", "u", "v_next", "p", "s", "steps", "q_next"]
+    return ca.Function("substep_derivative", [sym[n] for n in names], values, names, list(outputs))
+
+
+# ----------------------------------------------------------------------------- compilation
+_LOCK = threading.Lock()
+
+
+def _library_dir() -> Path:
+    root = compile_cache.cache_dir()
+    if root is None:
+        return Path(_temporary_dir())
+    return root / "casadi"
+
+
+@functools.cache
+def _temporary_dir() -> str:
+    return tempfile.mkdtemp(prefix="diffloco-casadi-")
+
+
+@functools.cache
+def _cpu_identity() -> str:
+    """The processor the code is compiled for (`-march=native`): model name and flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
+    return platform.machine() + "".join(sorted(set(lines)))
+
+
+def _compile(functions: list[ca.Function]) -> list[ca.Function]:
+    """The functions as C, compiled into one shared library (cached by the code's hash), loaded
+    with `casadi.external`."""
+    folder = _library_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    generator = ca.CodeGenerator("knots.c", {"with_header": False})
+    for f in functions:
+        generator.add(f)
+    with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
+        generator.generate(scratch + os.sep)
+        source = Path(scratch, "knots.c").read_bytes()
+        compiler = os.environ.get("CC", "gcc")
+        machine = repr((compiler, COMPILER_FLAGS, _cpu_identity())).encode()
+        key = hashlib.sha256(source + machine).hexdigest()[:24]
+        library = folder / f"knots-{key}.so"
+        with _LOCK:
+            if not library.exists():
+                if shutil.which(compiler) is None:
+                    raise RuntimeError(
+                        f"derivatives='compiled' needs a C compiler: {compiler!r} was not found "
+                        "(set CC, or use derivatives='implicit')"
+                    )
+                partial = Path(scratch, "knots.so")
+                subprocess.run(
+                    [compiler, *COMPILER_FLAGS, "-o", str(partial), str(Path(scratch, "knots.c"))],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+                shutil.move(str(partial), str(library.with_suffix(".tmp")))
+                os.replace(library.with_suffix(".tmp"), library)
+    return [ca.external(f.name(), str(library)) for f in functions]
+
+
+class _MappedCall:
+    """A CasADi function mapped over `n` evaluations, called on NumPy buffers (no `DM`
+    conversions): inputs `(n, r)` arrays, outputs a dict of `(n, r, c)` arrays (fresh each
+    call)."""
+
+    def __init__(self, function: ca.Function, n: int):
+        self.mapped = function.map(n)
+        self.n = n
+        self.names = function.name_out()
+        self.shapes = [function.size_out(i) for i in range(function.n_out())]
+        self.buffer, self.evaluate = self.mapped.buffer()
+
+    def __call__(self, *inputs) -> dict:
+        keep = [np.ascontiguousarray(a, dtype=float) for a in inputs]
+        for i, a in enumerate(keep):
+            self.buffer.set_arg(i, memoryview(a))
+        results = {}
+        for i, (name, (r, c)) in enumerate(zip(self.names, self.shapes, strict=True)):
+            out = np.empty((self.n, c, r))  # column-major (r, c) blocks side by side
+            self.buffer.set_res(i, memoryview(out))
+            results[name] = np.swapaxes(out, 1, 2)
+        self.evaluate()
+        return results
+
+
+class SubstepFunctions:
+    """The compiled forward and derivative functions of one substep, and their mapped versions
+    over `n` knots at a time (`mapped(n)`, cached)."""
+
+    def __init__(self, forward: ca.Function, derivative: ca.Function, plane: dict, numbers: dict):
+        self.forward, self.derivative = forward, derivative
+        self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
+        self._mapped: dict = {}
+
+    def mapped(self, n: int) -> tuple[_MappedCall, _MappedCall]:
+        if n not in self._mapped:
+            self._mapped[n] = (_MappedCall(self.forward, n), _MappedCall(self.derivative, n))
+        return self._mapped[n]
+
+
+def _key(problem: P.Problem) -> tuple:
+    from .fddp import model_fingerprint
+
+    plane, numbers, gains = _setting(problem, problem.data.params)
+    terrain = (tuple(plane["normal"]), plane["height"], plane["friction"])
+    return (
+        model_fingerprint(problem.model), problem.contact, problem.num_sweeps, problem.control,
+        terrain, tuple(sorted(numbers.items())), gains,
+    )  # fmt: skip
+
+
+# The loaded libraries, by content (robot, static choices, parameter values), most recent last;
+# a few: each is a loaded shared library of about 1 MB
+MAX_LOADED = 8
+_FUNCTIONS: collections.OrderedDict = collections.OrderedDict()
+
+
+def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
+    """The compiled substep functions of `problem` with `data`'s step parameters and PD gains
+    (default the problem's own), built on first use: about 25 s of the C compiler per robot,
+    contact model and parameter set, then loaded from the cache folder (about 1 s to rebuild
+    the symbolic graph and hash its code)."""
+    if data is not None and data is not problem.data:
+        problem = problem.replace(data=data)
+    check(problem)
+    key = _key(problem)
+    if key in _FUNCTIONS:
+        _FUNCTIONS.move_to_end(key)
+        return _FUNCTIONS[key]
+    m = _sx.numpy_model(problem.model)
+    plane, numbers, _ = _setting(problem, problem.data.params)
+    built = [
+        _forward_function(problem, m, plane, numbers),
+        _derivative_function(problem, m, plane, numbers),
+    ]
+    _FUNCTIONS[key] = SubstepFunctions(*_compile(built), plane, numbers)
+    while len(_FUNCTIONS) > MAX_LOADED:
+        _FUNCTIONS.popitem(last=False)
+    return _FUNCTIONS[key]
+
+
+def check(problem: P.Problem) -> None:
+    """Raise `ValueError` for what the generated code does not cover (as `Problem` does)."""
+    if problem.contact not in ("hard", "smooth"):
+        raise ValueError(
+            f"derivatives='compiled' supports the hard and smooth contact models, "
+            f"got contact={problem.contact!r}"
+        )
+    _sx._plane(problem.data.params.terrain)  # plane terrains only
+
+
+# ----------------------------------------------------------------------------- the Jacobians
+def _substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, damping: float):
+    """One substep's Jacobians over its input tangent `e (n)`, batched over N knots (leading
+    axis): `(state (N, 2 nv, n), forces (N, 3k, n), total (N, nu, n))` (module docstring)."""
+    mass, jac, w, proj = parts["mass"], parts["jac"], parts["w"], parts["D"]
+    N, k3 = jac.shape[0], jac.shape[1]
+    k = k3 // 3
+    n = parts["phi1_e"].shape[-1]
+    rhs = np.concatenate([parts["phi1_e"], np.swapaxes(jac, 1, 2)], axis=2)
+    solved = np.linalg.solve(mass, rhs)
+    x1 = solved[:, :, :n]  # M'^-1 Phi1_e
+    minv_jt = solved[:, :, n:]  # (N, nv, 3k)
+    delassus = jac @ minv_jt
+    w3 = np.repeat(w, 3, axis=1)  # (N, 3k)
+    own = np.kron(np.eye(k), np.ones((3, 3)))[None]  # the diagonal blocks
+    coupled = delassus * w3[:, None, :] * (1.0 - own) + delassus * own
+    proj_blocks = np.zeros((N, k3, k3))
+    for i in range(k):
+        proj_blocks[:, 3 * i : 3 * i + 3, 3 * i : 3 * i + 3] = proj[:, 3 * i : 3 * i + 3, :]
+    steps = forward["steps"]  # (N, 3k)
+    d_r = proj_blocks * steps[:, None, :]  # D R
+    a = np.eye(k3)[None] - proj_blocks + d_r @ coupled
+    # J_i M'^-1 Phi3_i,e = (M'^-1 J_i^T)^T Phi3_i,e: M' is symmetric
+    phi3 = parts["phi3_e"].reshape(N, k, nv, n)
+    own_velocity = np.stack(
+        [np.swapaxes(minv_jt[:, :, 3 * i : 3 * i + 3], 1, 2) @ phi3[:, i] for i in range(k)],
+        axis=1,
+    ).reshape(N, k3, n)
+    b_u = parts["u_e"] - jac @ x1 - (1.0 - w3)[:, :, None] * own_velocity
+    b = d_r @ b_u
+    dp = -np.linalg.pinv(a, rcond=TANGENT_RCOND) @ b  # (N, 3k, n)
+    dv = -x1 + minv_jt @ (w3[:, :, None] * dp)
+    dq = parts["q_e"] + parts["q_v"] @ dv
+    p = forward["p"]  # (N, 3k)
+    w_e = np.repeat(parts["w_e"], 3, axis=1)  # (N, 3k, n)
+    d_impulse = w3[:, :, None] * dp + p[:, :, None] * w_e
+    frame = forward["frame"]  # (3, 3)
+    d_forces = (
+        np.einsum("ab,Nkbn->Nkan", frame, d_impulse.reshape(N, k, 3, n)).reshape(N, k3, n) / dt
+    )
+    d_total = parts["tau_e"] - damping * dv[:, nv - nu :, :]
+    return np.concatenate([dq, dv], axis=1), d_forces, d_total
+
+
+def knot_dynamics(problem: P.Problem, functions: SubstepFunctions, q, v, u) -> dict:
+    """N knots' transitions and their Jacobians over `(dq, dv, du)` at `x = (q (N, nq), v (N, nv))`
+    under `u (N, nu)`, as `trajopt.fddp._knot_dynamics` computes them with
+    `derivatives="implicit"` (`substeps` substeps chained; forces averaged, torques the per-joint
+    peak). Returns NumPy arrays: `state (N, 2 nv, n)` (the next state's tangent at the nominal
+    next state), `forces (N, k, 3)`, `forces_jac (N, 3k, n)`, `taus (N, nu)`, `taus_jac (N, nu,
+    n)`, `residual (N,)` (largest impulse-solve residual [m/s]), `q_next`, `v_next`."""
+    m = problem.model
+    nv, nu, k = m.nv, m.nu, m.nfeet
+    n = 2 * nv + nu
+    q, v, u = (np.asarray(a, dtype=float) for a in (q, v, u))
+    N = q.shape[0]
+    forward_map, derivative_map = functions.mapped(N)
+    plane, numbers = functions.plane, functions.numbers
+    chain = np.broadcast_to(np.eye(n), (N, n, n))  # substep input tangent over the knot's
+    control_rows = np.broadcast_to(np.eye(n)[2 * nv :], (N, nu, n))
+    forces_sum, forces_jac_sum = 0.0, 0.0
+    totals, totals_jac, residual = [], [], None
+    for _ in range(problem.substeps):
+        fwd = {name: value[..., 0] for name, value in forward_map(q, v, u).items()}
+        fwd["frame"] = plane["frame"]
+        parts = derivative_map(
+            q, v, u, fwd["v_next"], fwd["p"], fwd["s"], fwd["steps"], fwd["q_next"]
+        )
+        parts["w"] = parts["w"][..., 0]
+        state, forces_jac, total_jac = _substep_jacobians(
+            parts, fwd, nv, nu, numbers["dt"], numbers["joint_damping"]
+        )
+        forces_sum = forces_sum + fwd["forces"]
+        forces_jac_sum = forces_jac_sum + forces_jac @ chain
+        totals.append(fwd["total"])
+        totals_jac.append(total_jac @ chain)
+        residual = fwd["residual"] if residual is None else np.maximum(residual, fwd["residual"])
+        chain = np.concatenate([state @ chain, control_rows], axis=1)
+        q, v = fwd["q_next"], fwd["v_next"]
+    totals, totals_jac = np.stack(totals), np.stack(totals_jac)  # (S, N, nu), (S, N, nu, n)
+    peak = np.argmax(np.abs(totals), axis=0)  # (N, nu): first substep on ties, as jnp.argmax
+    taus = np.take_along_axis(totals, peak[None], axis=0)[0]
+    taus_jac = np.take_along_axis(totals_jac, peak[None, :, :, None], axis=0)[0]
+    return {
+        "state": chain[:, : 2 * nv], "forces": (forces_sum / problem.substeps).reshape(N, k, 3),
+        "forces_jac": forces_jac_sum / problem.substeps, "taus": taus, "taus_jac": taus_jac,
+        "residual": residual, "q_next": q, "v_next": v,
+    }  # fmt: skip
