@@ -55,7 +55,8 @@ def main(argv=None):
     parser.add_argument("--latency", type=int, nargs="*", default=[1, 2],
                         help="latency rows: replan every k periods, plans used k periods late")
     parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--derivatives", choices=("unrolled", "implicit"), default="unrolled",
+    parser.add_argument("--derivatives", choices=("unrolled", "implicit", "compiled"),
+                        default="unrolled",
                         help="the planning model's impulse-solve derivatives (trajopt.Problem)")
     parser.add_argument("--budget", type=float, default=0.5, help="wall budget per cycle [s]")
     parser.add_argument("--core", type=int, default=0, help="the core to pin to")

@@ -577,7 +577,8 @@ def parse_args(argv=None):
     p.add_argument("--dt", type=float, default=CROC_DT)
     p.add_argument("--substeps", type=int, default=1)
     p.add_argument("--num-sweeps", type=int, default=10)
-    p.add_argument("--derivatives", choices=("unrolled", "implicit"), default="unrolled",
+    p.add_argument("--derivatives", choices=("unrolled", "implicit", "compiled"),
+                   default="unrolled",
                    help="the impulse solve's derivatives in our knot Jacobians")  # fmt: skip
     p.add_argument("--iterations", type=int, default=30, help="budget from scratch")
     p.add_argument("--split-iterations", type=int, default=5, help="instrumented solve")

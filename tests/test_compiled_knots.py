@@ -16,7 +16,13 @@ from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solve import initial_guess, solve
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.skipif(
+        not compiled_knots.compiler_available(),
+        reason=f"no C compiler ({compiled_knots.compiler()!r}) for the generated code",
+    ),
+]
 
 
 def _problem(contact="smooth", substeps=2, derivatives="compiled", horizon=0.2):

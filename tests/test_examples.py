@@ -228,22 +228,22 @@ def _walked_in_real_time(summary, velocity=0.5):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 15 is open: the real-time MPC walks only when its cycle stays under about "
-    "50 ms; on this machine on 2026-12-03 (day) 2 of 8 runs walked (cycles 49-65 ms)",
-)
 def test_the_mpc_trots_in_real_time_over_the_network_for_10_s(tmp_path):
     """Issue 15's real-time run: Go2, 0.5 m/s for 10 s in real time (the robot process never
     waits) over UDP against MuJoCo, with the example's defaults: two FDDP iterations per cycle
-    (implicit derivatives) in a solver process on its own core, the lookahead from the recent
-    plan age, the first plan solved before the robot starts. Two of up to four runs must walk.
+    with the compiled implicit derivatives (`derivatives="compiled"`) in a solver process on
+    its own core, the lookahead from the recent plan age, the first plan solved before the
+    robot starts. Two of up to four runs must walk.
 
-    An expected failure until the cycle is faster: it walked 8 of 10 runs on 2026-12-03 (night)
-    with median cycles of 46-52 ms, but on the same machine the next day, slower by about 1.2x,
-    2 of 8 (implicit) and 0 of 3 (unrolled, and 0 of 3 at that night's commit), cycles 49-68 ms:
-    the runs fall 0.4-1.1 s after the start, on the velocity watchdog (a calf at 24 rad/s)
-    (BENCHMARKS.md, "MPC in real time"). Prints each run's cycle statistics."""
+    Measured on 2026-12-03 (evening), one run after the other: 4 of 4 walked with cycles of
+    31-33 ms (median; p99 45-51 ms); with one iteration per cycle (`--iterations 1`, cycles of
+    18-19 ms) 3 of 4. Before, with the implicit derivatives in JAX (cycles of 40-65 ms
+    depending on the machine's speed that day), 2 of 3 to 2 of 8 (BENCHMARKS.md, "MPC in real
+    time"). Prints each run's cycle statistics."""
+    from trajopt import compiled_knots
+
+    if not compiled_knots.compiler_available():
+        pytest.skip("no C compiler for derivatives='compiled', the example's default")
     pytest.importorskip("mujoco")
     walked, runs = 0, []
     for attempt in range(REAL_TIME_ATTEMPTS):

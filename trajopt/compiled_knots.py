@@ -30,8 +30,9 @@ linearisation never enters XLA for its dynamics; the costs' chain rule stays in 
 (`trajopt.fddp._knot_costs`).
 
 The C files are compiled once per robot, contact model and parameter values with the system's
-C compiler (`CC`, default `gcc`) and kept in `<DIFFLOCO_CACHE_DIR>/casadi/` (a temporary folder
-when the cache is off), keyed by a hash of the generated code. Supported: what the IPOPT mirror
+C compiler (`CC`, default `gcc`; about 25 s) and kept in `library_dir()`
+(`<DIFFLOCO_CACHE_DIR>/casadi/`, or a private temporary folder when that cache is off), named
+by a hash of the generated code. Supported: what the IPOPT mirror
 supports (`trajopt.ipopt`: hard and smooth contact, plane terrains, pd and torque control).
 """
 
@@ -59,10 +60,10 @@ from . import compile_cache
 from . import ipopt as _sx
 from . import problem as P
 
-# -march=native: 1.9x faster derivative code than without (measured: 0.69 against 1.29 ms for
-# 25 Go2 substeps); the library's key includes the CPU, so a shared cache folder never hands it
-# to another processor
-COMPILER_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
+# -march=native: 1.8x faster derivative code than without (measured for 25 Go2 substeps: 0.71 ms
+# at -O2 and 0.69 at -O3 with it, 1.22 and 1.29 without; gcc 23 s at -O2, 26 s at -O3); the
+# library's key includes the CPU, so a shared cache folder never hands it to another processor
+COMPILER_FLAGS = ("-O2", "-march=native", "-shared", "-fPIC")
 
 
 # ----------------------------------------------------------------------------- the SX functions
@@ -192,16 +193,30 @@ def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Funct
 _LOCK = threading.Lock()
 
 
-def _library_dir() -> Path:
+def library_dir() -> Path:
+    """Where the compiled libraries live: `<DIFFLOCO_CACHE_DIR>/casadi`, or, with the cache off,
+    a folder of this user's in the temporary directory (mode 0700: a library is code that gets
+    loaded, so the folder must not be writable by others). A library's name is a hash of its
+    code, compiler, flags and CPU, so a stale one is never loaded."""
     root = compile_cache.cache_dir()
-    if root is None:
-        return Path(_temporary_dir())
-    return root / "casadi"
+    if root is not None:
+        return root / "casadi"
+    folder = Path(tempfile.gettempdir()) / f"diffloco-casadi-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{folder} is not a private folder of this user: no code loaded from it")
+    return folder
 
 
-@functools.cache
-def _temporary_dir() -> str:
-    return tempfile.mkdtemp(prefix="diffloco-casadi-")
+def compiler() -> str:
+    """The C compiler the libraries are built with: `CC`, default `gcc`."""
+    return os.environ.get("CC", "gcc")
+
+
+def compiler_available() -> bool:
+    """Whether `compiler()` is on the PATH (derivatives="compiled" needs it at the first use)."""
+    return shutil.which(compiler()) is not None
 
 
 @functools.cache
@@ -218,7 +233,7 @@ def _cpu_identity() -> str:
 def _compile(functions: list[ca.Function]) -> list[ca.Function]:
     """The functions as C, compiled into one shared library (cached by the code's hash), loaded
     with `casadi.external`."""
-    folder = _library_dir()
+    folder = library_dir()
     folder.mkdir(parents=True, exist_ok=True)
     generator = ca.CodeGenerator("knots.c", {"with_header": False})
     for f in functions:
@@ -226,24 +241,28 @@ def _compile(functions: list[ca.Function]) -> list[ca.Function]:
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
         generator.generate(scratch + os.sep)
         source = Path(scratch, "knots.c").read_bytes()
-        compiler = os.environ.get("CC", "gcc")
-        machine = repr((compiler, COMPILER_FLAGS, _cpu_identity())).encode()
+        cc = compiler()
+        machine = repr((cc, COMPILER_FLAGS, _cpu_identity())).encode()
         key = hashlib.sha256(source + machine).hexdigest()[:24]
         library = folder / f"knots-{key}.so"
         with _LOCK:
             if not library.exists():
-                if shutil.which(compiler) is None:
+                if not compiler_available():
                     raise RuntimeError(
-                        f"derivatives='compiled' needs a C compiler: {compiler!r} was not found "
-                        "(set CC, or use derivatives='implicit')"
+                        f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
+                        "(install gcc or set CC, or use derivatives='implicit')"
                     )
                 partial = Path(scratch, "knots.so")
                 subprocess.run(
-                    [compiler, *COMPILER_FLAGS, "-o", str(partial), str(Path(scratch, "knots.c"))],
+                    [cc, *COMPILER_FLAGS, "-o", str(partial), str(Path(scratch, "knots.c"))],
                     check=True, capture_output=True,
                 )  # fmt: skip
-                shutil.move(str(partial), str(library.with_suffix(".tmp")))
-                os.replace(library.with_suffix(".tmp"), library)
+                # a unique name in the folder, then an atomic rename: processes compiling the
+                # same library at once each write a whole file
+                handle, staged = tempfile.mkstemp(suffix=".so.part", dir=folder)
+                os.close(handle)
+                shutil.copyfile(partial, staged)
+                os.replace(staged, library)
     return [ca.external(f.name(), str(library)) for f in functions]
 
 
