@@ -109,6 +109,7 @@ def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
     assert max(worst.values()) < 1e-8, worst
 
 
+@pytest.mark.slow  # 50 s: both problems' FDDP functions compile
 def test_a_compiled_solve_takes_the_implicit_solves_iterates():
     problem = _problem(horizon=0.3)
     a = solve(problem, max_iterations=4, verbose=False)
@@ -131,3 +132,23 @@ def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
     with pytest.raises(ValueError, match="linearize_threads=2"):
         fddp.solve_fddp(problem, us=np.zeros((problem.horizon, problem.nu)),
                         linearize_threads=2, verbose=False)  # fmt: skip
+
+
+def test_the_compiled_forward_pass_equals_the_jax_one():
+    """FDDP's forward pass (feedback, step length, defects) in C against
+    `fddp._forward_with_transitions`, at random gains and defects around the trot guess."""
+    problem = _problem()
+    fn = fddp.compiled(problem)
+    xs, us = initial_guess(problem)
+    T, nu, nx = problem.horizon, problem.nu, problem.nx
+    rng = np.random.default_rng(0)
+    k = 0.05 * rng.normal(size=(T, nu))
+    K = 0.05 * rng.normal(size=(T, nu, nx))
+    defects = 1e-3 * rng.normal(size=(T + 1, nx))
+    for alpha in (1.0, 0.25):
+        ours = fddp._forward_compiled(fn, problem.data, xs, us, k, K, defects, alpha)
+        theirs = jax.jit(fddp._forward_with_transitions, static_argnums=0)(
+            problem, problem.data, xs, us, k, K, defects, alpha
+        )
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+            np.testing.assert_allclose(a, np.asarray(b), rtol=1e-9, atol=1e-9)

@@ -189,6 +189,52 @@ def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Funct
     return ca.Function("substep_derivative", [sym[n] for n in names], values, names, list(outputs))
 
 
+def _knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """One knot of FDDP's forward pass (`trajopt.fddp._forward_with_transitions`), for a fold
+    over the horizon (`SubstepFunctions.forward_pass`):
+
+        u    = u_t + alpha k_t + K_t local(x_t, x_hat)
+        reached, forces, taus = transition(x_hat, u)        (`substeps` contact steps)
+        next = reached (+) (alpha - 1) f_{t+1}
+
+    inputs `x_hat, x_t` (flat knot states `[q, v, u_prev]`), `u_t, k_t (nu,)`, `K_t (nu, nx)`,
+    `f_next (nx,)`, `alpha`; outputs `next` (flat), `u`, `reached` (flat), `forces (3k,)` (the
+    substeps' mean, world, `[f_0, f_1, ...]`), `taus (nu,)` (per joint the substep of largest
+    magnitude, the first on ties, as `jnp.argmax`)."""
+    nq, nv, nu = m.nq, m.nv, m.nu
+    nxq, nx = nq + nv + nu, 2 * nv + nu
+    x_hat, x_t = ca.SX.sym("x_hat", nxq), ca.SX.sym("x_t", nxq)
+    u_t, k_t = ca.SX.sym("u_t", nu), ca.SX.sym("k_t", nu)
+    gains, f_next, alpha = ca.SX.sym("K_t", nu, nx), ca.SX.sym("f_next", nx), ca.SX.sym("alpha")
+    local = ca.vertcat(
+        _sx.difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
+        x_hat[nq + nv :] - x_t[nq + nv :],
+    )  # fmt: skip
+    u = u_t + alpha * k_t + gains @ local
+    q, v = x_hat[:nq], x_hat[nq : nq + nv]
+    forces, taus = 0, None
+    for _ in range(problem.substeps):
+        tau = _sx._joint_torque(problem, m, q, v, u)
+        parts = _sx.moreau_step_parts(
+            m, params, plane, q, v, tau, problem.contact, problem.num_sweeps
+        )
+        q, v = parts["q_next"], parts["v_next"]
+        total = tau - params["joint_damping"] * v[nv - nu :]
+        taus = total if taus is None else ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)
+        forces = forces + ca.vec(parts["forces"].T)
+    forces = forces / problem.substeps
+    step = (alpha - 1.0) * f_next
+    following = ca.vertcat(
+        _sx.integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :]
+    )
+    return ca.Function(
+        "knot_forward", [x_hat, x_t, u_t, k_t, gains, f_next, alpha],
+        [following, u, ca.vertcat(q, v, u), forces, taus],
+        ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"],
+        ["next", "u", "reached", "forces", "taus"],
+    )  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- compilation
 _LOCK = threading.Lock()
 
@@ -267,12 +313,12 @@ def _compile(functions: list[ca.Function]) -> list[ca.Function]:
 
 
 class _MappedCall:
-    """A CasADi function mapped over `n` evaluations, called on NumPy buffers (no `DM`
-    conversions): inputs `(n, r)` arrays, outputs a dict of `(n, r, c)` arrays (fresh each
-    call)."""
+    """A CasADi function mapped (or folded, `mapped`) over `n` evaluations, called on NumPy
+    buffers (no `DM` conversions): inputs `(n, r)` arrays (or `(r,)` for an accumulator's
+    start), outputs a dict of `(n, r, c)` arrays (fresh each call)."""
 
-    def __init__(self, function: ca.Function, n: int):
-        self.mapped = function.map(n)
+    def __init__(self, function: ca.Function, n: int, mapped: ca.Function | None = None):
+        self.mapped = function.map(n) if mapped is None else mapped
         self.n = n
         self.names = function.name_out()
         self.shapes = [function.size_out(i) for i in range(function.n_out())]
@@ -292,13 +338,22 @@ class _MappedCall:
 
 
 class SubstepFunctions:
-    """The compiled forward and derivative functions of one substep, and their mapped versions
-    over `n` knots at a time (`mapped(n)`, cached)."""
+    """The compiled functions of one problem setting: a substep's forward and derivative
+    functions, mapped over `n` knots at a time (`mapped(n)`, cached), and a knot of FDDP's
+    forward pass, folded over the horizon (`forward_pass(n)`)."""
 
-    def __init__(self, forward: ca.Function, derivative: ca.Function, plane: dict, numbers: dict):
-        self.forward, self.derivative = forward, derivative
+    def __init__(self, forward, derivative, knot_forward, plane: dict, numbers: dict):
+        self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
         self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
         self._mapped: dict = {}
+        self._passes: dict = {}
+
+    def forward_pass(self, n: int) -> _MappedCall:
+        """`knot_forward` folded over `n` knots (`casadi.Function.mapaccum`: `x_hat` carried)."""
+        if n not in self._passes:
+            fold = self.knot_forward.mapaccum("forward_pass", n)
+            self._passes[n] = _MappedCall(self.knot_forward, n, fold)
+        return self._passes[n]
 
     def mapped(self, n: int) -> tuple[_MappedCall, _MappedCall]:
         if n not in self._mapped:
@@ -307,13 +362,29 @@ class SubstepFunctions:
 
 
 def _key(problem: P.Problem) -> tuple:
+    """What a library depends on, as plain numbers (no JAX operation: an MPC looks it up when
+    its data's parameters change)."""
+    from contact.terrain import Plane
+
     from .fddp import model_fingerprint
 
-    plane, numbers, gains = _setting(problem, problem.data.params)
-    terrain = (tuple(plane["normal"]), plane["height"], plane["friction"])
+    params = problem.data.params
+    terrain = params.terrain
+    if not isinstance(terrain, Plane):
+        raise ValueError(
+            f"derivatives='compiled' supports plane terrains, got {type(terrain).__name__}"
+        )
+    numbers = tuple(
+        float(np.asarray(getattr(params, n)))
+        for n in ("dt", "kappa", "bias", "margin", "joint_damping")
+    )
+    plane = tuple(np.asarray(terrain.normal, dtype=float).tolist()) + (
+        float(np.asarray(terrain.height)), float(np.asarray(terrain.friction)),
+    )  # fmt: skip
+    gains = tuple(np.asarray(problem.data.gains, dtype=float).tolist())
     return (
         model_fingerprint(problem.model), problem.contact, problem.num_sweeps, problem.control,
-        terrain, tuple(sorted(numbers.items())), gains,
+        problem.substeps, plane, numbers, gains,
     )  # fmt: skip
 
 
@@ -340,6 +411,7 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     built = [
         _forward_function(problem, m, plane, numbers),
         _derivative_function(problem, m, plane, numbers),
+        _knot_forward_function(problem, m, plane, numbers),
     ]
     _FUNCTIONS[key] = SubstepFunctions(*_compile(built), plane, numbers)
     while len(_FUNCTIONS) > MAX_LOADED:
@@ -348,13 +420,13 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
 
 
 def check(problem: P.Problem) -> None:
-    """Raise `ValueError` for what the generated code does not cover (as `Problem` does)."""
+    """Raise `ValueError` for a contact model the generated code does not cover (as `Problem`
+    does; `_key` refuses a terrain other than a plane)."""
     if problem.contact not in ("hard", "smooth"):
         raise ValueError(
             f"derivatives='compiled' supports the hard and smooth contact models, "
             f"got contact={problem.contact!r}"
         )
-    _sx._plane(problem.data.params.terrain)  # plane terrains only
 
 
 # ----------------------------------------------------------------------------- the Jacobians

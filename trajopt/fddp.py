@@ -87,9 +87,10 @@ class Compiled:
 
         self.rollout = disk("rollout", functools.partial(_rollout, problem))
         self.evaluate = disk("evaluate", functools.partial(_evaluate, problem))
-        self.rollout_and_evaluate = disk(
-            "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
-        )
+        if problem.derivatives != "compiled":
+            self.rollout_and_evaluate = disk(
+                "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
+            )
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
@@ -99,12 +100,19 @@ class Compiled:
             )
             self.linearize_all = functools.partial(_linearize_all_compiled, self)
             self.knot_functions = None  # (params, gains, compiled_knots.SubstepFunctions)
+            # the forward passes in C too, their costs and defects in JAX
+            self.evaluate_transitions = disk(
+                "evaluate_transitions", functools.partial(_evaluate_transitions, problem)
+            )
+            self.line_search = functools.partial(_line_search_compiled, self)
+            self.rollout_and_evaluate = functools.partial(_rollout_and_evaluate_compiled, self)
         else:
             self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
         self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
         self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
         self.backward = disk("backward", _backward)
-        self.line_search = disk("line_search", functools.partial(_line_search, problem))
+        if problem.derivatives != "compiled":
+            self.line_search = disk("line_search", functools.partial(_line_search, problem))
 
 
 # The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
@@ -365,9 +373,9 @@ def _knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
     r = residuals(zv, zv, zu, zu, dyn.forces, dyn.taus)
     # dq alone through the foot kinematics; everything else at the nominal configuration
     r_q = jax.jacfwd(lambda dq: residuals(dq, zv, zu, zu, dyn.forces, dyn.taus))(zv)
-    r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(
-        lambda *a: residuals(zv, *a), argnums=(0, 1, 2, 3, 4)
-    )(zv, zu, zu, dyn.forces, dyn.taus)
+    r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(lambda *a: residuals(zv, *a), argnums=(0, 1, 2, 3, 4))(
+        zv, zu, zu, dyn.forces, dyn.taus
+    )
     r_f = r_f.reshape(r.shape[0], -1)
     R_x = jnp.concatenate([
         jnp.concatenate([r_q, r_v], axis=1) + r_f @ dyn.forces_x + r_tau @ dyn.taus_x, r_up,
@@ -482,18 +490,14 @@ def _linearize_costs(problem, data, xs, us, dyn: KnotDynamics) -> Linearization:
 def compiled_knot_dynamics(fn: Compiled, data, xs, us) -> KnotDynamics:
     """Every running knot's `KnotDynamics` (stacked `(T, ...)`, NumPy) by the generated C code
     of `trajopt.compiled_knots` (`derivatives="compiled"`): the same values as
-    `_knot_dynamics` with implicit derivatives, to rounding. The compiled functions are looked
-    up again only when `data`'s step parameters or PD gains are other objects than last time."""
+    `_knot_dynamics` with implicit derivatives, to rounding."""
     from . import compiled_knots  # CasADi, on first use only
 
     problem = fn.problem
-    recent = fn.knot_functions
-    if recent is None or recent[0] is not data.params or recent[1] is not data.gains:
-        recent = (data.params, data.gains, compiled_knots.substep_functions(problem, data))
-        fn.knot_functions = recent
+    functions = _knot_functions(fn, data)
     T, nv, nu, nx = problem.horizon, problem.model.nv, problem.nu, problem.nx
     q, v = (np.asarray(a)[:T] for a in (xs.q, xs.v))
-    out = compiled_knots.knot_dynamics(problem, recent[2], q, v, np.asarray(us))
+    out = compiled_knots.knot_dynamics(problem, functions, q, v, np.asarray(us))
     state, forces_jac, taus_jac = out["state"], out["forces_jac"], out["taus_jac"]
     A = np.zeros((T, nx, nx))
     A[:, : 2 * nv, : 2 * nv] = state[:, :, : 2 * nv]  # the next knot's u_prev is u: zero along x
@@ -504,6 +508,78 @@ def compiled_knot_dynamics(fn: Compiled, data, xs, us) -> KnotDynamics:
         A, B, out["forces"], out["taus"], forces_jac[:, :, : 2 * nv], forces_jac[:, :, 2 * nv :],
         taus_jac[:, :, : 2 * nv], taus_jac[:, :, 2 * nv :], out["residual"],
     )  # fmt: skip
+
+
+def _knot_functions(fn: Compiled, data):
+    """The compiled functions of `fn.problem` at `data`'s step parameters and PD gains, looked
+    up again only when those are other objects than last time."""
+    from . import compiled_knots  # CasADi, on first use only
+
+    recent = fn.knot_functions
+    if recent is None or recent[0] is not data.params or recent[1] is not data.gains:
+        recent = (data.params, data.gains, compiled_knots.substep_functions(fn.problem, data))
+        fn.knot_functions = recent
+    return recent[2]
+
+
+def _flat_states(xs) -> np.ndarray:
+    """Knot states `(n, nq + nv + nu)` as `[q, v, u_prev]` rows (the C functions' layout)."""
+    return np.concatenate([np.asarray(xs.q), np.asarray(xs.v), np.asarray(xs.u_prev)], axis=-1)
+
+
+def _forward_compiled(fn: Compiled, data, xs, us, k, K, defects, alpha):
+    """`_forward_with_transitions` by the generated C fold (`compiled_knots`): `(xs, us,
+    reached, forces, taus)` as NumPy (knot states as `KnotState`)."""
+    problem = fn.problem
+    T, m = problem.horizon, problem.model
+    nq, nv = m.nq, m.nv
+    x0 = _flat_states(data.x0)
+    out = _knot_functions(fn, data).forward_pass(T)(
+        x0, _flat_states(_index(xs, slice(0, T))), us, k,
+        np.swapaxes(np.asarray(K), 1, 2), np.asarray(defects)[1:], np.full(T, float(alpha)),
+    )  # fmt: skip
+
+    def states(flat):
+        return P.KnotState(flat[:, :nq], flat[:, nq : nq + nv], flat[:, nq + nv :])
+
+    following = np.concatenate([x0[None], out["next"][..., 0]])
+    return (
+        states(following), out["u"][..., 0], states(out["reached"][..., 0]),
+        out["forces"][..., 0].reshape(T, m.nfeet, 3), out["taus"][..., 0],
+    )  # fmt: skip
+
+
+def _line_search_compiled(fn: Compiled, data, xs, us, k, K, defects, merit_old):
+    """`_line_search` with each trial's forward pass in C (`_forward_compiled`) and its costs
+    and defects in one JAX call (`_evaluate_transitions`); the same trials, in the same order,
+    and the same return values."""
+    k, K, defects = (np.asarray(a) for a in (k, K, defects))
+    trial = None
+    for i, alpha in enumerate(ALPHAS):
+        xs_t, us_t, reached, forces_t, taus_t = _forward_compiled(
+            fn, data, xs, us, k, K, defects, alpha
+        )
+        evaluated = jax.device_get(
+            fn.evaluate_transitions(data, xs_t, us_t, reached, forces_t, taus_t)
+        )
+        cost, terms, d, forces, taus = evaluated
+        trial = (xs_t, us_t, cost, terms, d, forces, taus)
+        if np.isfinite(cost) and np.all(np.isfinite(d)) and _merit(cost, d) < merit_old:
+            return i, i + 1, trial
+    return -1, len(ALPHAS), trial
+
+
+def _rollout_and_evaluate_compiled(fn: Compiled, data, us):
+    """`_rollout_and_evaluate` with the rollout in C: the forward pass at `alpha = 1` with no
+    feedback and no defects, from `data.x0`."""
+    T, nu, nx = fn.problem.horizon, fn.problem.nu, fn.problem.nx
+    start = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (T + 1,) + a.shape),
+                                   data.x0)  # fmt: skip
+    xs, us_t, reached, forces, taus = _forward_compiled(
+        fn, data, start, np.asarray(us), np.zeros((T, nu)), np.zeros((T, nu, nx)),
+        np.zeros((T + 1, nx)), 1.0,
+    )  # fmt: skip
+    return (xs,) + tuple(fn.evaluate_transitions(data, xs, us_t, reached, forces, taus))
 
 
 def _linearize_all_compiled(fn: Compiled, data, xs, us) -> Linearization:
