@@ -152,3 +152,29 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
         )
         for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
             np.testing.assert_allclose(a, np.asarray(b), rtol=1e-9, atol=1e-9)
+
+
+def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
+    """The knots' weighted residuals and their Jacobians in C (`fddp.compiled_knot_costs`)
+    against `fddp._knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
+    `r^T r` and the backward pass's products `R^T r`, `R^T R`, which do not depend on the
+    residuals' order within a term."""
+    problem = _problem()
+    fn = fddp.compiled(problem)
+    data = problem.data
+    xs, us = initial_guess(problem)
+    dyn = fddp.compiled_knot_dynamics(fn, data, xs, us)
+    r, R_x, R_u, r_T, R_T = fddp.compiled_knot_costs(fn, data, xs, us, dyn)
+    knot_costs = jax.jit(fddp._knot_costs, static_argnums=0)
+    for t in range(problem.horizon):
+        d = fddp._index(dyn, t)
+        x = fddp._index(xs, t)
+        r_j, Rx_j, Ru_j = (np.asarray(a) for a in knot_costs(problem, data, x, us[t], t, d))
+        R_j, R_c = np.concatenate([Rx_j, Ru_j], axis=1), np.concatenate([R_x[t], R_u[t]], axis=1)
+        np.testing.assert_allclose(r[t] @ r[t], r_j @ r_j, rtol=1e-10)
+        np.testing.assert_allclose(R_c.T @ r[t], R_j.T @ r_j, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(R_c.T @ R_c, R_j.T @ R_j, rtol=1e-8, atol=1e-8)
+    x_T = fddp._index(xs, problem.horizon)
+    rT_j, RT_j = jax.jit(fddp._linearize_terminal, static_argnums=0)(problem, data, x_T)
+    np.testing.assert_allclose(r_T @ r_T, np.sum(np.asarray(rT_j) ** 2), rtol=1e-10)
+    np.testing.assert_allclose(R_T.T @ R_T, np.asarray(RT_j).T @ np.asarray(RT_j), atol=1e-8)

@@ -235,6 +235,74 @@ def _knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Fun
     )  # fmt: skip
 
 
+def running_terms(problem: P.Problem) -> list:
+    """The weighted running terms, in `trajopt.problem.weighted`'s order (sorted names)."""
+    return [n for n in sorted(problem.data.weights) if n in P.RUNNING_TERMS]
+
+
+def reference_rows(problem: P.Problem, reference) -> np.ndarray:
+    """`reference` (`trajopt.problem.Reference`, `T + 1` rows) as the rows `(T + 1, 4 + 2k + nu)`
+    the generated costs read (`trajopt.ipopt.reference_vector`'s layout)."""
+    return np.concatenate(
+        [np.asarray(reference.base_velocity, dtype=float),
+         np.asarray(reference.base_height, dtype=float)[:, None],
+         np.asarray(reference.stance, dtype=float), np.asarray(reference.swing_height, dtype=float),
+         np.asarray(reference.joint_posture, dtype=float)],
+        axis=1,
+    )  # fmt: skip
+
+
+def _costs_function(problem: P.Problem, m, plane) -> ca.Function:
+    """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
+    their Jacobians at `(x, u, forces, taus)` (`trajopt.fddp._knot_costs`' pieces): over the
+    configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
+
+    inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
+    `reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v, r_up, r_u, r_f,
+    r_tau`."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
+    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
+    ref = ca.SX.sym("ref", 4 + 2 * k + nu)
+    terms = running_terms(problem)
+    sqrt_w = ca.SX.sym("sqrt_w", len(terms))
+    sizes = {"q": nv, "v": nv, "up": nu, "u": nu, "f": 3 * k, "tau": nu}
+    e = {name: ca.SX.sym("e_" + name, size) for name, size in sizes.items()}
+    moved = ca.vertcat(
+        _sx.integrate(m, x[:nq], e["q"]), x[nq : nq + nv] + e["v"], x[nq + nv :] + e["up"]
+    )
+    res = _sx._running_residuals(
+        problem, m, plane, moved, u + e["u"], ca.reshape(forces + e["f"], 3, k).T,
+        taus + e["tau"], _sx._unpack_reference(problem, ref),
+    )  # fmt: skip
+    r = ca.vertcat(*[sqrt_w[i] * res[name] for i, name in enumerate(terms)])
+    zero = {name: ca.DM.zeros(sym.shape) for name, sym in e.items()}
+    outputs = [r] + [ca.jacobian(r, e[name]) for name in ("q", "v", "up", "u", "f", "tau")]
+    for name in e:
+        outputs = [ca.substitute(ca.densify(o), e[name], zero[name]) for o in outputs]
+    return ca.Function(
+        "knot_costs", [x, u, forces, taus, ref, sqrt_w], outputs,
+        ["x", "u", "forces", "taus", "ref", "sqrt_w"],
+        ["r", "r_q", "r_v", "r_up", "r_u", "r_f", "r_tau"],
+    )  # fmt: skip
+
+
+def _terminal_function(problem: P.Problem, m, plane) -> ca.Function:
+    """The weighted terminal residual `sqrt(w) r_T` (`trajopt.problem.terminal_residuals`) and
+    its Jacobian over the knot's tangent `dx (nx,)`: inputs `x` (flat), `ref`, `sqrt_w` (1,)."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, ref, sqrt_w = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", 4 + 2 * k + nu), ca.SX.sym("w")
+    dx = ca.SX.sym("dx", 2 * nv + nu)
+    q = _sx.integrate(m, x[:nq], dx[:nv])
+    v = x[nq : nq + nv] + dx[nv : 2 * nv]
+    base = _sx._base_terms(problem, plane, q, v, _sx._unpack_reference(problem, ref))
+    r = sqrt_w * ca.vertcat(*[base[name] for name in sorted(base)])
+    outputs = [ca.substitute(ca.densify(o), dx, ca.DM.zeros(dx.shape))
+               for o in (r, ca.jacobian(r, dx))]  # fmt: skip
+    return ca.Function("terminal_costs", [x, ref, sqrt_w], outputs, ["x", "ref", "sqrt_w"],
+                       ["r", "r_x"])  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- compilation
 _LOCK = threading.Lock()
 
@@ -342,8 +410,9 @@ class SubstepFunctions:
     functions, mapped over `n` knots at a time (`mapped(n)`, cached), and a knot of FDDP's
     forward pass, folded over the horizon (`forward_pass(n)`)."""
 
-    def __init__(self, forward, derivative, knot_forward, plane: dict, numbers: dict):
+    def __init__(self, forward, derivative, knot_forward, costs, terminal, plane, numbers):
         self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
+        self.costs, self.terminal = costs, terminal
         self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
         self._mapped: dict = {}
         self._passes: dict = {}
@@ -359,6 +428,17 @@ class SubstepFunctions:
         if n not in self._mapped:
             self._mapped[n] = (_MappedCall(self.forward, n), _MappedCall(self.derivative, n))
         return self._mapped[n]
+
+    def costs_mapped(self, n: int) -> _MappedCall:
+        """`costs` over `n` knots."""
+        if ("costs", n) not in self._mapped:
+            self._mapped["costs", n] = _MappedCall(self.costs, n)
+        return self._mapped["costs", n]
+
+    def terminal_call(self) -> _MappedCall:
+        if "terminal" not in self._mapped:
+            self._mapped["terminal"] = _MappedCall(self.terminal, 1)
+        return self._mapped["terminal"]
 
 
 def _key(problem: P.Problem) -> tuple:
@@ -384,7 +464,7 @@ def _key(problem: P.Problem) -> tuple:
     gains = tuple(np.asarray(problem.data.gains, dtype=float).tolist())
     return (
         model_fingerprint(problem.model), problem.contact, problem.num_sweeps, problem.control,
-        problem.substeps, plane, numbers, gains,
+        problem.substeps, plane, numbers, gains, tuple(sorted(problem.data.weights)),
     )  # fmt: skip
 
 
@@ -412,6 +492,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         _forward_function(problem, m, plane, numbers),
         _derivative_function(problem, m, plane, numbers),
         _knot_forward_function(problem, m, plane, numbers),
+        _costs_function(problem, m, plane),
+        _terminal_function(problem, m, plane),
     ]
     _FUNCTIONS[key] = SubstepFunctions(*_compile(built), plane, numbers)
     while len(_FUNCTIONS) > MAX_LOADED:

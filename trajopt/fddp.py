@@ -94,10 +94,7 @@ class Compiled:
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
-        if problem.derivatives == "compiled":  # the knots' dynamics in C, the costs in JAX
-            self.linearize_costs = disk(
-                "linearize_costs", functools.partial(_linearize_costs, problem)
-            )
+        if problem.derivatives == "compiled":  # the knots in generated C (`compiled_knots`)
             self.linearize_all = functools.partial(_linearize_all_compiled, self)
             self.knot_functions = None  # (params, gains, compiled_knots.SubstepFunctions)
             # the forward passes in C too, their costs and defects in JAX
@@ -473,20 +470,6 @@ def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
-def _linearize_costs(problem, data, xs, us, dyn: KnotDynamics) -> Linearization:
-    """`_linearize_all` with every knot's dynamics given (`dyn`, stacked `(T, ...)`): the
-    costs' chain rule (`_knot_costs`) over the knots in one `lax.map`, and the terminal knot."""
-    T = problem.horizon
-
-    def knot(inputs):
-        t, d = inputs
-        return _knot_costs(problem, data, _index(xs, t), us[t], t, d)
-
-    r, Rx, Ru = jax.lax.map(knot, (jnp.arange(T), dyn))
-    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
-    return Linearization(dyn.A, dyn.B, r, Rx, Ru, rT, RT, dyn.contact_residual)
-
-
 def compiled_knot_dynamics(fn: Compiled, data, xs, us) -> KnotDynamics:
     """Every running knot's `KnotDynamics` (stacked `(T, ...)`, NumPy) by the generated C code
     of `trajopt.compiled_knots` (`derivatives="compiled"`): the same values as
@@ -582,11 +565,48 @@ def _rollout_and_evaluate_compiled(fn: Compiled, data, us):
     return (xs,) + tuple(fn.evaluate_transitions(data, xs, us_t, reached, forces, taus))
 
 
+def compiled_knot_costs(fn: Compiled, data, xs, us, dyn: KnotDynamics):
+    """`(r, R_x, R_u, r_T, R_T)` of every knot (NumPy) by the generated C code: the weighted
+    residuals and their Jacobians (`compiled_knots._costs_function`), chained through the
+    forces' and torques' Jacobians of `dyn` as `_knot_costs` does, and the terminal knot's. The
+    residuals' order within a term may differ from `_knot_costs`'; the backward pass reads only
+    `R^T r` and `R^T R`, which do not depend on it."""
+    from . import compiled_knots  # CasADi, on first use only
+
+    problem = fn.problem
+    functions = _knot_functions(fn, data)
+    T, nx = problem.horizon, problem.nx
+    flat = _flat_states(xs)
+    refs = compiled_knots.reference_rows(problem, data.reference)
+    terms = compiled_knots.running_terms(problem)
+    sqrt_w = np.sqrt(np.array([float(data.weights[name]) for name in terms]))
+    out = functions.costs_mapped(T)(
+        flat[:T], us, np.reshape(dyn.forces, (T, -1)), dyn.taus, refs[:T],
+        np.broadcast_to(sqrt_w, (T, len(terms))),
+    )  # fmt: skip
+    r_f, r_tau = out["r_f"], out["r_tau"]
+    R_x = np.concatenate(
+        [np.concatenate([out["r_q"], out["r_v"]], axis=2) + r_f @ dyn.forces_x
+         + r_tau @ dyn.taus_x, out["r_up"]],
+        axis=2,
+    )  # fmt: skip
+    R_u = out["r_u"] + r_f @ dyn.forces_u + r_tau @ dyn.taus_u
+    if "terminal_state" in data.weights:
+        w_T = np.sqrt(float(data.weights["terminal_state"]))
+        terminal = functions.terminal_call()(flat[T:], refs[T:], np.array([[w_T]]))
+        r_T, R_T = terminal["r"][0, :, 0], terminal["r_x"][0]
+    else:
+        r_T, R_T = np.zeros(0), np.zeros((0, nx))
+    return out["r"][..., 0], R_x, R_u, r_T, R_T
+
+
 def _linearize_all_compiled(fn: Compiled, data, xs, us) -> Linearization:
-    """`Compiled.linearize_all` of a `derivatives="compiled"` problem: the knots' dynamics by
-    `compiled_knot_dynamics`, the costs by `fn.linearize_costs`."""
+    """`Compiled.linearize_all` of a `derivatives="compiled"` problem, all in the generated
+    code and NumPy: the knots' dynamics (`compiled_knot_dynamics`) and costs
+    (`compiled_knot_costs`)."""
     dyn = compiled_knot_dynamics(fn, data, xs, us)
-    return fn.linearize_costs(data, xs, us, dyn)
+    r, R_x, R_u, r_T, R_T = compiled_knot_costs(fn, data, xs, us, dyn)
+    return Linearization(dyn.A, dyn.B, r, R_x, R_u, r_T, R_T, dyn.contact_residual)
 
 
 def _linearize_knots(problem, data, xs, us, knots, layout: str = "map"):
