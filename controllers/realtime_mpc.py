@@ -31,11 +31,14 @@ waits:
   warm-started solve: a first solve of 0.5-2 s left the robot's joints passive and it fell
   before the first command.
 
-Status (2026-12-03): with two FDDP iterations per cycle in a solver process on its own core and
-the lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP in 8 of 10 runs,
-at about 20 Hz (median cycle ~50 ms), not the 50 Hz the issue asks for; one iteration per cycle
-does not walk on MuJoCo even in lockstep. BENCHMARKS.md ("MPC in real time") has the runs and
-what each part contributes.
+Status (2026-12-03, night): with the compiled derivatives (`derivatives="compiled"`, the
+example's default), two FDDP iterations per cycle in a solver process on its own core and the
+lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP in every run so far
+(9 of 9, median cycles 20-33 ms); one iteration per cycle holds 50 Hz (median cycles 12-15 ms,
+p99 18-23 ms) and walked 6 of 7 (the fall came with 19 ms cycles on a busier machine). Before,
+with the JAX derivatives, 8 of 10 runs walked at about 20 Hz on a quiet evening and 2 of 8 on
+a slower afternoon. BENCHMARKS.md ("MPC in real time", "Compiled implicit derivatives") has the
+runs and what each part contributes.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing

@@ -235,11 +235,11 @@ def test_the_mpc_trots_in_real_time_over_the_network_for_10_s(tmp_path):
     its own core, the lookahead from the recent plan age, the first plan solved before the
     robot starts. Two of up to four runs must walk.
 
-    Measured on 2026-12-03 (evening), one run after the other: 4 of 4 walked with cycles of
-    31-33 ms (median; p99 45-51 ms); with one iteration per cycle (`--iterations 1`, cycles of
-    18-19 ms) 3 of 4. Before, with the implicit derivatives in JAX (cycles of 40-65 ms
-    depending on the machine's speed that day), 2 of 3 to 2 of 8 (BENCHMARKS.md, "MPC in real
-    time"). Prints each run's cycle statistics."""
+    Measured on 2026-12-03 (night), one run after the other: 9 of 9 walked with cycles of
+    20-33 ms (median); with one iteration per cycle (`--iterations 1`, cycles of 12-19 ms)
+    6 of 7. Before, with the implicit derivatives in JAX (cycles of 40-65 ms depending on the
+    machine's speed that day), 2 of 3 to 2 of 8 (BENCHMARKS.md, "MPC in real time"). Prints
+    each run's cycle statistics."""
     from trajopt import compiled_knots
 
     if not compiled_knots.compiler_available():

@@ -1,4 +1,4 @@
-"""Knot transition Jacobians in C that CasADi generates (`Problem(derivatives="compiled")`).
+"""FDDP's knots in C that CasADi generates (`Problem(derivatives="compiled")`).
 
 Same derivative as `derivatives="implicit"` (the impulse solve differentiated at its solution,
 `contact.coulomb.solve_impulses`), evaluated by compiled C instead of `jax.jacfwd` through XLA:
@@ -24,10 +24,15 @@ projection's Jacobian `D_i`; NumPy then eliminates `v+` and `s` (`_substep_jacob
     dv+ = -M'^-1 Phi1_e + M'^-1 J^T (w dp)
 
 exactly the linear system `jax.lax.custom_root` solves in the implicit branch, so the values
-agree with `derivatives="implicit"` to rounding (`tests/test_compiled_knots.py`). The forward
-substep is generated too (`_forward_function`, the same sweeps as `contact.step`), so a knot's
-linearisation never enters XLA for its dynamics; the costs' chain rule stays in JAX
-(`trajopt.fddp._knot_costs`).
+agree with `derivatives="implicit"` to rounding (`tests/test_compiled_knots.py`). Also
+generated: the forward substep (`_forward_function`, the same sweeps as `contact.step`), the
+knot's weighted running residuals and their Jacobians (`_costs_function`, chained through the
+forces' and torques' Jacobians in `trajopt.fddp.compiled_knot_costs`, as `_knot_costs` does),
+the terminal residual (`_terminal_function`) and one knot of FDDP's forward pass
+(`_knot_forward_function`, folded over the horizon for the line search and the rollout). So an
+FDDP iteration's linearisation and forward passes never enter XLA; the trials' costs and
+defects (`trajopt.fddp._evaluate_transitions`) and the backward pass stay in JAX. The
+expressions come from the CasADi mirror of the IPOPT backend (`trajopt.ipopt`).
 
 The C files are compiled once per robot, contact model and parameter values with the system's
 C compiler (`CC`, default `gcc`; about 25 s) and kept in `library_dir()`
