@@ -72,16 +72,13 @@ COMPILER_FLAGS = ("-O2", "-march=native", "-shared", "-fPIC")
 
 
 # ----------------------------------------------------------------------------- the SX functions
-def _setting(problem: P.Problem, params) -> tuple:
-    """What the generated code depends on besides the robot: static choices and numbers."""
-    plane = _sx._plane(params.terrain)
-    numbers = {
-        n: float(getattr(params, n)) for n in ("dt", "kappa", "bias", "margin", "joint_damping")
-    }
-    gains = (
-        tuple(float(g) for g in np.asarray(problem.data.gains)) if problem.control == "pd" else ()
-    )
-    return plane, numbers, gains
+STEP_NUMBERS = ("dt", "kappa", "bias", "margin", "joint_damping")  # built into the code
+
+
+def _setting(params) -> tuple:
+    """`(plane, numbers)`: the terrain (`trajopt.ipopt._plane`) and the step parameters the
+    generated code is built with (the PD gains come from the problem's data)."""
+    return _sx._plane(params.terrain), {n: float(getattr(params, n)) for n in STEP_NUMBERS}
 
 
 def _symbols(m, k):
@@ -393,27 +390,30 @@ class _MappedCall:
     def __init__(self, function: ca.Function, n: int, mapped: ca.Function | None = None):
         self.mapped = function.map(n) if mapped is None else mapped
         self.n = n
+        self.lock = threading.Lock()  # one buffer: one call at a time
         self.names = function.name_out()
         self.shapes = [function.size_out(i) for i in range(function.n_out())]
         self.buffer, self.evaluate = self.mapped.buffer()
 
     def __call__(self, *inputs) -> dict:
         keep = [np.ascontiguousarray(a, dtype=float) for a in inputs]
-        for i, a in enumerate(keep):
-            self.buffer.set_arg(i, memoryview(a))
         results = {}
-        for i, (name, (r, c)) in enumerate(zip(self.names, self.shapes, strict=True)):
-            out = np.empty((self.n, c, r))  # column-major (r, c) blocks side by side
-            self.buffer.set_res(i, memoryview(out))
-            results[name] = np.swapaxes(out, 1, 2)
-        self.evaluate()
+        with self.lock:
+            for i, a in enumerate(keep):
+                self.buffer.set_arg(i, memoryview(a))
+            for i, (name, (r, c)) in enumerate(zip(self.names, self.shapes, strict=True)):
+                out = np.empty((self.n, c, r))  # column-major (r, c) blocks side by side
+                self.buffer.set_res(i, memoryview(out))
+                results[name] = np.swapaxes(out, 1, 2)
+            self.evaluate()
         return results
 
 
 class SubstepFunctions:
     """The compiled functions of one problem setting: a substep's forward and derivative
-    functions, mapped over `n` knots at a time (`mapped(n)`, cached), and a knot of FDDP's
-    forward pass, folded over the horizon (`forward_pass(n)`)."""
+    functions, mapped over `n` knots at a time (`mapped(n)`, cached), a knot of FDDP's forward
+    pass, folded over the horizon (`forward_pass(n)`), and the knot and terminal costs
+    (`costs_mapped(n)`, `terminal_call()`)."""
 
     def __init__(self, forward, derivative, knot_forward, costs, terminal, plane, numbers):
         self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
@@ -430,6 +430,7 @@ class SubstepFunctions:
         return self._passes[n]
 
     def mapped(self, n: int) -> tuple[_MappedCall, _MappedCall]:
+        """The substep's forward and derivative functions over `n` knots."""
         if n not in self._mapped:
             self._mapped[n] = (_MappedCall(self.forward, n), _MappedCall(self.derivative, n))
         return self._mapped[n]
@@ -441,6 +442,7 @@ class SubstepFunctions:
         return self._mapped["costs", n]
 
     def terminal_call(self) -> _MappedCall:
+        """`terminal` for one knot."""
         if "terminal" not in self._mapped:
             self._mapped["terminal"] = _MappedCall(self.terminal, 1)
         return self._mapped["terminal"]
@@ -459,10 +461,7 @@ def _key(problem: P.Problem) -> tuple:
         raise ValueError(
             f"derivatives='compiled' supports plane terrains, got {type(terrain).__name__}"
         )
-    numbers = tuple(
-        float(np.asarray(getattr(params, n)))
-        for n in ("dt", "kappa", "bias", "margin", "joint_damping")
-    )
+    numbers = tuple(float(np.asarray(getattr(params, n))) for n in STEP_NUMBERS)
     plane = tuple(np.asarray(terrain.normal, dtype=float).tolist()) + (
         float(np.asarray(terrain.height)), float(np.asarray(terrain.friction)),
     )  # fmt: skip
@@ -492,7 +491,7 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
     m = _sx.numpy_model(problem.model)
-    plane, numbers, _ = _setting(problem, problem.data.params)
+    plane, numbers = _setting(problem.data.params)
     built = [
         _forward_function(problem, m, plane, numbers),
         _derivative_function(problem, m, plane, numbers),

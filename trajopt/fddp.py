@@ -376,9 +376,9 @@ def _knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
     r = residuals(zv, zv, zu, zu, dyn.forces, dyn.taus)
     # dq alone through the foot kinematics; everything else at the nominal configuration
     r_q = jax.jacfwd(lambda dq: residuals(dq, zv, zu, zu, dyn.forces, dyn.taus))(zv)
-    r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(lambda *a: residuals(zv, *a), argnums=(0, 1, 2, 3, 4))(
-        zv, zu, zu, dyn.forces, dyn.taus
-    )
+    r_v, r_up, r_u, r_f, r_tau = jax.jacfwd(
+        lambda *a: residuals(zv, *a), argnums=(0, 1, 2, 3, 4)
+    )(zv, zu, zu, dyn.forces, dyn.taus)
     r_f = r_f.reshape(r.shape[0], -1)
     R_x = jnp.concatenate([
         jnp.concatenate([r_q, r_v], axis=1) + r_f @ dyn.forces_x + r_tau @ dyn.taus_x, r_up,
