@@ -132,6 +132,10 @@ def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
     with pytest.raises(ValueError, match="linearize_threads=2"):
         fddp.solve_fddp(problem, us=np.zeros((problem.horizon, problem.nu)),
                         linearize_threads=2, verbose=False)  # fmt: skip
+    from controllers.mpc import MPC
+
+    with pytest.raises(ValueError, match="linearize_threads=2"):
+        MPC("go2", derivatives="compiled", linearize_threads=2)
 
 
 def test_the_compiled_forward_pass_equals_the_jax_one():
