@@ -166,12 +166,9 @@ class MPC:
         if not feedback_limit >= 0:
             raise ValueError(f"feedback_limit must be >= 0 [rad], got {feedback_limit}")
         self.feedback_limit = float(feedback_limit)
-        self.linearize_threads = check_linearize_threads(linearize_threads)
-        if self.linearize_threads == 2 and self.problem.derivatives == "compiled":
-            raise ValueError(
-                "linearize_threads=2 is for the JAX linearisation; derivatives='compiled' "
-                "linearises in C and takes linearize_threads=1"
-            )
+        self.linearize_threads = check_linearize_threads(
+            linearize_threads, self.problem.derivatives
+        )
         self._local = jax.jit(functools.partial(P.local, self.problem))
         # one contact step of the planning model (`predict`)
         self._substep = jax.jit(_knot_transition(self.problem.replace(substeps=1)))

@@ -227,6 +227,30 @@ def _walked_in_real_time(summary, velocity=0.5):
     )
 
 
+def _two_real_time_runs_walk(tmp_path, *options):
+    """Run the real-time Go2 trot of `deploy_network` (0.5 m/s, 10 s, the example's defaults
+    and `options`) up to `REAL_TIME_ATTEMPTS` times and assert that two runs walk
+    (`_walked_in_real_time`); prints each run's cycle statistics. Skips without MuJoCo or a C
+    compiler (the example's default derivatives are "compiled")."""
+    pytest.importorskip("mujoco")
+    from trajopt import compiled_knots
+
+    if not compiled_knots.compiler_available():
+        pytest.skip("no C compiler for derivatives='compiled', the example's default")
+    walked, runs = 0, []
+    for attempt in range(REAL_TIME_ATTEMPTS):
+        summary = _load("deploy_network").main(
+            ["--controller", "mpc", "--velocity", "0.5", "--seconds", "10", *options,
+             "--out", str(tmp_path / f"run{attempt}")]
+        )  # fmt: skip
+        runs.append((summary["safety_mode"], summary["average_speed_m_per_s"], summary["mpc"]))
+        print(runs[-1])
+        walked += _walked_in_real_time(summary)
+        if walked >= 2:
+            break
+    assert walked >= 2, f"{walked} of {len(runs)} real-time runs walked: {runs}"
+
+
 @pytest.mark.slow
 def test_the_mpc_trots_in_real_time_over_the_network_for_10_s(tmp_path):
     """Issue 15's real-time run: Go2, 0.5 m/s for 10 s in real time (the robot process never
@@ -240,23 +264,7 @@ def test_the_mpc_trots_in_real_time_over_the_network_for_10_s(tmp_path):
     11 of 12 (the next test). Before, with the implicit derivatives in JAX (cycles of 40-65 ms
     depending on the machine's speed that day), 2 of 3 to 2 of 8 (BENCHMARKS.md, "MPC in real
     time"). Prints each run's cycle statistics."""
-    from trajopt import compiled_knots
-
-    if not compiled_knots.compiler_available():
-        pytest.skip("no C compiler for derivatives='compiled', the example's default")
-    pytest.importorskip("mujoco")
-    walked, runs = 0, []
-    for attempt in range(REAL_TIME_ATTEMPTS):
-        summary = _load("deploy_network").main(
-            ["--controller", "mpc", "--velocity", "0.5", "--seconds", "10",
-             "--out", str(tmp_path / f"run{attempt}")]
-        )  # fmt: skip
-        runs.append((summary["safety_mode"], summary["average_speed_m_per_s"], summary["mpc"]))
-        print(runs[-1])
-        walked += _walked_in_real_time(summary)
-        if walked >= 2:
-            break
-    assert walked >= 2, f"{walked} of {len(runs)} real-time runs walked: {runs}"
+    _two_real_time_runs_walk(tmp_path)
 
 
 @pytest.mark.slow
@@ -266,23 +274,7 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
     BENCHMARKS.md, "Compiled implicit derivatives", not asserted here). Two of up to four runs
     must walk. Measured on 2026-12-03 (night): 11 of 12 runs walked with median cycles of
     10-19 ms (p99 15-27 ms); the fall came with 18.8 ms cycles on a busier machine."""
-    pytest.importorskip("mujoco")
-    from trajopt import compiled_knots
-
-    if not compiled_knots.compiler_available():
-        pytest.skip("no C compiler for derivatives='compiled', the example's default")
-    walked, runs = 0, []
-    for attempt in range(REAL_TIME_ATTEMPTS):
-        summary = _load("deploy_network").main(
-            ["--controller", "mpc", "--velocity", "0.5", "--seconds", "10", "--iterations", "1",
-             "--out", str(tmp_path / f"run{attempt}")]
-        )  # fmt: skip
-        runs.append((summary["safety_mode"], summary["average_speed_m_per_s"], summary["mpc"]))
-        print(runs[-1])
-        walked += _walked_in_real_time(summary)
-        if walked >= 2:
-            break
-    assert walked >= 2, f"{walked} of {len(runs)} real-time runs walked: {runs}"
+    _two_real_time_runs_walk(tmp_path, "--iterations", "1")
 
 
 @pytest.mark.slow

@@ -72,15 +72,6 @@ COMPILER_FLAGS = ("-O2", "-march=native", "-shared", "-fPIC")
 
 
 # ----------------------------------------------------------------------------- the SX functions
-STEP_NUMBERS = ("dt", "kappa", "bias", "margin", "joint_damping")  # built into the code
-
-
-def _setting(params) -> tuple:
-    """`(plane, numbers)`: the terrain (`trajopt.ipopt._plane`) and the step parameters the
-    generated code is built with (the PD gains come from the problem's data)."""
-    return _sx._plane(params.terrain), {n: float(getattr(params, n)) for n in STEP_NUMBERS}
-
-
 def _symbols(m, k):
     return {
         "q": ca.SX.sym("q", m.nq), "v": ca.SX.sym("v", m.nv), "u": ca.SX.sym("u", m.nu),
@@ -242,26 +233,14 @@ def running_terms(problem: P.Problem) -> list:
     return [n for n in sorted(problem.data.weights) if n in P.RUNNING_TERMS]
 
 
-def reference_rows(problem: P.Problem, reference) -> np.ndarray:
-    """`reference` (`trajopt.problem.Reference`, `T + 1` rows) as the rows `(T + 1, 4 + 2k + nu)`
-    the generated costs read (`trajopt.ipopt.reference_vector`'s layout)."""
-    return np.concatenate(
-        [np.asarray(reference.base_velocity, dtype=float),
-         np.asarray(reference.base_height, dtype=float)[:, None],
-         np.asarray(reference.stance, dtype=float), np.asarray(reference.swing_height, dtype=float),
-         np.asarray(reference.joint_posture, dtype=float)],
-        axis=1,
-    )  # fmt: skip
-
-
 def _costs_function(problem: P.Problem, m, plane) -> ca.Function:
     """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
     their Jacobians at `(x, u, forces, taus)` (`trajopt.fddp._knot_costs`' pieces): over the
     configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
 
     inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
-    `reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v, r_up, r_u, r_f,
-    r_tau`."""
+    `trajopt.ipopt.reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v,
+    r_up, r_u, r_f, r_tau`."""
     nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
     x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
     forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
@@ -419,49 +398,40 @@ class SubstepFunctions:
         self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
         self.costs, self.terminal = costs, terminal
         self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
-        self._mapped: dict = {}
-        self._passes: dict = {}
+        self._calls: dict = {}  # (name, n) -> _MappedCall
+
+    def _call(self, name: str, n: int, fold: bool = False) -> _MappedCall:
+        """The function `name` mapped (or, `fold`, folded) over `n` knots, made on first use."""
+        if (name, n) not in self._calls:
+            function = getattr(self, name)
+            folded = function.mapaccum(name + "_pass", n) if fold else None
+            self._calls[name, n] = _MappedCall(function, n, folded)
+        return self._calls[name, n]
 
     def forward_pass(self, n: int) -> _MappedCall:
         """`knot_forward` folded over `n` knots (`casadi.Function.mapaccum`: `x_hat` carried)."""
-        if n not in self._passes:
-            fold = self.knot_forward.mapaccum("forward_pass", n)
-            self._passes[n] = _MappedCall(self.knot_forward, n, fold)
-        return self._passes[n]
+        return self._call("knot_forward", n, fold=True)
 
     def mapped(self, n: int) -> tuple[_MappedCall, _MappedCall]:
         """The substep's forward and derivative functions over `n` knots."""
-        if n not in self._mapped:
-            self._mapped[n] = (_MappedCall(self.forward, n), _MappedCall(self.derivative, n))
-        return self._mapped[n]
+        return self._call("forward", n), self._call("derivative", n)
 
     def costs_mapped(self, n: int) -> _MappedCall:
         """`costs` over `n` knots."""
-        if ("costs", n) not in self._mapped:
-            self._mapped["costs", n] = _MappedCall(self.costs, n)
-        return self._mapped["costs", n]
+        return self._call("costs", n)
 
     def terminal_call(self) -> _MappedCall:
         """`terminal` for one knot."""
-        if "terminal" not in self._mapped:
-            self._mapped["terminal"] = _MappedCall(self.terminal, 1)
-        return self._mapped["terminal"]
+        return self._call("terminal", 1)
 
 
 def _key(problem: P.Problem) -> tuple:
     """What a library depends on, as plain numbers (no JAX operation: an MPC looks it up when
     its data's parameters change)."""
-    from contact.terrain import Plane
-
     from .fddp import model_fingerprint
 
-    params = problem.data.params
-    terrain = params.terrain
-    if not isinstance(terrain, Plane):
-        raise ValueError(
-            f"derivatives='compiled' supports plane terrains, got {type(terrain).__name__}"
-        )
-    numbers = tuple(float(np.asarray(getattr(params, n))) for n in STEP_NUMBERS)
+    terrain = problem.data.params.terrain  # a plane: `Problem` validated it
+    numbers = tuple(sorted(_sx._params(problem).items()))
     plane = tuple(np.asarray(terrain.normal, dtype=float).tolist()) + (
         float(np.asarray(terrain.height)), float(np.asarray(terrain.friction)),
     )  # fmt: skip
@@ -483,15 +453,19 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     (default the problem's own), built on first use: about 25 s of the C compiler per robot,
     contact model and parameter set, then loaded from the cache folder (about 1 s to rebuild
     the symbolic graph and hash its code)."""
+    if problem.derivatives != "compiled":
+        # `Problem`'s validation of "compiled" is what says the generated code covers it
+        raise ValueError(
+            f"substep_functions needs a derivatives='compiled' problem, got {problem.derivatives!r}"
+        )
     if data is not None and data is not problem.data:
-        problem = problem.replace(data=data)
-    check(problem)
+        problem = problem.replace(data=data)  # validated again with the new data
     key = _key(problem)
     if key in _FUNCTIONS:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
     m = _sx.numpy_model(problem.model)
-    plane, numbers = _setting(problem.data.params)
+    plane, numbers = _sx._plane(problem.data.params.terrain), _sx._params(problem)
     built = [
         _forward_function(problem, m, plane, numbers),
         _derivative_function(problem, m, plane, numbers),
@@ -503,16 +477,6 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     while len(_FUNCTIONS) > MAX_LOADED:
         _FUNCTIONS.popitem(last=False)
     return _FUNCTIONS[key]
-
-
-def check(problem: P.Problem) -> None:
-    """Raise `ValueError` for a contact model the generated code does not cover (as `Problem`
-    does; `_key` refuses a terrain other than a plane)."""
-    if problem.contact not in ("hard", "smooth"):
-        raise ValueError(
-            f"derivatives='compiled' supports the hard and smooth contact models, "
-            f"got contact={problem.contact!r}"
-        )
 
 
 # ----------------------------------------------------------------------------- the Jacobians

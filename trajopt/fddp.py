@@ -93,29 +93,26 @@ class Compiled:
 
         self.rollout = disk("rollout", functools.partial(_rollout, problem))
         self.evaluate = disk("evaluate", functools.partial(_evaluate, problem))
-        if problem.derivatives != "compiled":
-            self.rollout_and_evaluate = disk(
-                "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
-            )
+        self.rollout_and_evaluate = disk(
+            "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
+        )
         self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
         self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
         self.forward = jax.jit(functools.partial(_forward, problem))
+        self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
+        self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
+        self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
+        self.backward = disk("backward", _backward)
+        self.line_search = disk("line_search", functools.partial(_line_search, problem))
         if problem.derivatives == "compiled":  # the knots in generated C (`compiled_knots`)
-            self.linearize_all = functools.partial(_linearize_all_compiled, self)
             self.knot_functions = None  # (params, gains, compiled_knots.SubstepFunctions)
+            self.linearize_all = functools.partial(_linearize_all_compiled, self)
             # the forward passes in C too, their costs and defects in JAX
             self.evaluate_transitions = disk(
                 "evaluate_transitions", functools.partial(_evaluate_transitions, problem)
             )
             self.line_search = functools.partial(_line_search_compiled, self)
             self.rollout_and_evaluate = functools.partial(_rollout_and_evaluate_compiled, self)
-        else:
-            self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
-        self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
-        self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
-        self.backward = disk("backward", _backward)
-        if problem.derivatives != "compiled":
-            self.line_search = disk("line_search", functools.partial(_line_search, problem))
 
 
 # The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
@@ -577,13 +574,13 @@ def compiled_knot_costs(fn: Compiled, data, xs, us, dyn: KnotDynamics):
     forces' and torques' Jacobians of `dyn` as `_knot_costs` does, and the terminal knot's. The
     residuals' order within a term may differ from `_knot_costs`'; the backward pass reads only
     `R^T r` and `R^T R`, which do not depend on it."""
-    from . import compiled_knots  # CasADi, on first use only
+    from . import compiled_knots, ipopt  # CasADi, on first use only
 
     problem = fn.problem
     functions = _knot_functions(fn, data)
     T, nx = problem.horizon, problem.nx
     flat = _flat_states(xs)
-    refs = compiled_knots.reference_rows(problem, data.reference)
+    refs = ipopt.reference_rows(data.reference)
     terms = compiled_knots.running_terms(problem)
     sqrt_w = np.sqrt(np.array([float(data.weights[name]) for name in terms]))
     out = functions.costs_mapped(T)(
@@ -634,11 +631,17 @@ def _linearize_pool() -> concurrent.futures.ThreadPoolExecutor:
     )
 
 
-def check_linearize_threads(threads) -> int:
+def check_linearize_threads(threads, derivatives: str | None = None) -> int:
     """`threads` as an int if it is 1 or 2 (the `linearize_threads` of `solve_fddp`, `solve` and
-    `MPC`), else a ValueError naming the argument."""
+    `MPC`), else a ValueError naming the argument. 2 is refused too for a problem with
+    `derivatives="compiled"`, which linearises in C, not in the JAX program the threads split."""
     if threads not in (1, 2):
         raise ValueError(f"linearize_threads must be 1 or 2, got {threads!r}")
+    if threads == 2 and derivatives == "compiled":
+        raise ValueError(
+            "linearize_threads=2 is for the JAX linearisation; derivatives='compiled' "
+            "linearises in C and takes linearize_threads=1"
+        )
     return int(threads)
 
 
@@ -790,12 +793,7 @@ def solve_fddp(
     `unconverged_linearizations`; every history record has its point's `contact_residual`).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`linearize_in_two_threads`: the same iterates, on two cores)."""
-    two_threads = check_linearize_threads(linearize_threads) == 2
-    if two_threads and problem.derivatives == "compiled":
-        raise ValueError(
-            "linearize_threads=2 is for the JAX linearisation; derivatives='compiled' "
-            "linearises in C and takes linearize_threads=1"
-        )
+    two_threads = check_linearize_threads(linearize_threads, problem.derivatives) == 2
     fn = compiled(problem)
     linearize = functools.partial(linearize_in_two_threads, fn) if two_threads else fn.linearize_all
     data = problem.data

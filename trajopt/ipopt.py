@@ -342,19 +342,24 @@ def _split(problem: P.Problem, x):
     return x[0 : m.nq], x[m.nq : m.nq + m.nv], x[m.nq + m.nv :]
 
 
-def reference_vector(problem: P.Problem, t: int) -> np.ndarray:
-    """Knot t's reference flattened: `[base_velocity (3), base_height, stance (k),
-    swing_height (k), joint_posture (nu)]`."""
-    ref = problem.data.reference
+def reference_rows(reference: P.Reference) -> np.ndarray:
+    """Every knot's reference flattened, `(T + 1, 4 + 2k + nu)`: rows `[base_velocity (3),
+    base_height, stance (k), swing_height (k), joint_posture (nu)]` (`_unpack_reference`)."""
     return np.concatenate(
         [
-            np.asarray(ref.base_velocity[t], dtype=float),
-            np.atleast_1d(np.asarray(ref.base_height[t], dtype=float)),
-            np.asarray(ref.stance[t], dtype=float),
-            np.asarray(ref.swing_height[t], dtype=float),
-            np.asarray(ref.joint_posture[t], dtype=float),
-        ]
+            np.asarray(reference.base_velocity, dtype=float),
+            np.asarray(reference.base_height, dtype=float)[:, None],
+            np.asarray(reference.stance, dtype=float),
+            np.asarray(reference.swing_height, dtype=float),
+            np.asarray(reference.joint_posture, dtype=float),
+        ],
+        axis=1,
     )
+
+
+def reference_vector(problem: P.Problem, t: int) -> np.ndarray:
+    """Knot t's reference flattened (a row of `reference_rows`)."""
+    return reference_rows(problem.data.reference)[t]
 
 
 def _unpack_reference(problem: P.Problem, r):
@@ -524,7 +529,7 @@ def total_cost(problem: P.Problem, xs, us) -> float:
     knot, terminal = knot_function(problem), terminal_function(problem)
     T = problem.horizon
     x = flatten(xs)
-    refs = np.stack([reference_vector(problem, t) for t in range(T + 1)], axis=1)
+    refs = reference_rows(problem.data.reference).T
     _, costs, _, _ = knot.map(T)(x[:T].T, np.asarray(us).T, refs[:, :T])
     return float(np.sum(np.asarray(costs))) + float(terminal(x[T], refs[:, T]))
 
@@ -576,7 +581,7 @@ def solve_ipopt(
     guess = flatten(xs).copy()
     guess[0] = flatten(jax.tree_util.tree_map(lambda a: a[None], data.x0))[0]
     us0 = np.asarray(us, dtype=float)
-    refs = np.stack([reference_vector(problem, t) for t in range(T + 1)], axis=1)
+    refs = reference_rows(problem.data.reference).T
 
     knot = knot_function(problem)
     terminal = terminal_function(problem)
