@@ -34,8 +34,8 @@ waits:
 Status (2026-12-03, night): with the compiled derivatives (`derivatives="compiled"`, the
 example's default), two FDDP iterations per cycle in a solver process on its own core and the
 lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP in every run so far
-(12 of 12, median cycles 19-39 ms); one iteration per cycle holds 50 Hz (median cycles 10-19
-ms, p99 15-27 ms) and walked 11 of 12 (the fall came with 19 ms cycles on a busier machine). Before,
+(16 of 16, median cycles 19-39 ms); one iteration per cycle holds 50 Hz (median cycles 10-19
+ms, p99 15-27 ms) but walked at most 14 of 20 runs, falling also with 16-17 ms cycles. Before,
 with the JAX derivatives, 8 of 10 runs walked at about 20 Hz on a quiet evening and 2 of 8 on
 a slower afternoon. BENCHMARKS.md ("MPC in real time", "Compiled implicit derivatives") has the
 runs and what each part contributes.
