@@ -271,7 +271,8 @@ def main(argv=None):
     if args.controller == "mpc":
         print(f"average forward speed after 1.5 s: {summary['average_speed_m_per_s']:.3f} m/s "
               f"(command {args.velocity} m/s)")  # fmt: skip
-    print(f"settled base height {summary['settled_base_height_m']:.4f} m, "
+    print(f"settled base height {summary['settled_base_height_m']:.4f} m, peak joint speed "
+          f"{summary['peak_joint_speed_fraction']:.2f} of the velocity limit, "
           f"safety mode {summary['safety_mode']}")  # fmt: skip
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"deploy_network_{args.robot}.json")

@@ -62,6 +62,10 @@ def test_go2_stands_through_the_interface(backend):
     assert timing["command"]["ticks"] == 1000 and timing["controller"]["ticks"] == 100
     assert timing["command"]["interval_median_s"] == pytest.approx(COMMAND_DT)
     assert result.controller_calls == 100 and result.controller_errors == 0
+    # the summary's peak joint speed is the log's, per joint limit; standing, far below it
+    speed = np.abs(result.log["joint_qd"]) / np.asarray(robot.joint_map.velocity_limit)
+    peak = result.summary()["peak_joint_speed_fraction"]
+    assert peak == pytest.approx(np.nanmax(speed)) and 0 < peak < 0.2, peak
 
 
 def test_both_engines_settle_at_the_same_height():

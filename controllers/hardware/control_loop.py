@@ -65,13 +65,19 @@ class LoopResult:
 
     def summary(self) -> dict:
         """What every deployment example reports: the measured base height (min, and the mean
-        over the last tenth of the finite samples: settled) [m], the safety layer's final mode
-        and events, and the timing statistics."""
+        over the last tenth of the finite samples: settled) [m], the peak joint speed as a
+        fraction of the joint's velocity limit (`max_j,t |qd_j| / velocity_limit_j`; the safety
+        layer damps above `SafetyConfig.velocity_factor`, 1.5 by default; NaN before any
+        measurement), the safety layer's final mode and events, and the timing statistics."""
         z = self.log["base_position"][:, 2]
         z = z[np.isfinite(z)]
+        speed = np.abs(self.log["joint_qd"]) / self.safety.joint_map.velocity_limit
         return {
             "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :])),
             "min_base_height_m": float(np.min(z)),
+            "peak_joint_speed_fraction": (
+                float(np.nanmax(speed)) if np.any(np.isfinite(speed)) else float("nan")
+            ),
             "safety_mode": self.safety.mode.value,
             "safety_events": [
                 {"kind": e.kind, "start": e.start, "count": e.count, "detail": e.detail}
