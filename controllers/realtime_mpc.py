@@ -1,7 +1,7 @@
 """MPC in real time: a solver replans from the newest measurement while every controller call
 applies the newest plan at the current time.
 
-    controller = realtime_mpc_controller("go2", joint_map, iterations=2, process=True, core=1)
+    controller = realtime_mpc_controller("go2", joint_map, iterations=1, process=True, core=1)
     controller.prepare()                   # the first plan and the compilation, before the robot
     result = control_loop.run(udp_robot, controller, safety, duration=10.0, control_dt=0.01)
     controller.shutdown()                  # stops the solver thread and process
@@ -31,14 +31,14 @@ waits:
   warm-started solve: a first solve of 0.5-2 s left the robot's joints passive and it fell
   before the first command.
 
-Status (2026-12-03, night): with the compiled derivatives (`derivatives="compiled"`, the
-example's default), two FDDP iterations per cycle in a solver process on its own core and the
-lookahead, Go2 trots 10 s at 0.5 m/s against MuJoCo in real time over UDP in every run so far
-(16 of 16, median cycles 19-39 ms); one iteration per cycle holds 50 Hz (median cycles 10-19
-ms, p99 15-27 ms) but walked at most 14 of 20 runs, falling also with 16-17 ms cycles. Before,
-with the JAX derivatives, 8 of 10 runs walked at about 20 Hz on a quiet evening and 2 of 8 on
-a slower afternoon. BENCHMARKS.md ("MPC in real time", "Compiled implicit derivatives") has the
-runs and what each part contributes.
+Status (2026-12-03, evening): with the compiled derivatives (`derivatives="compiled"`, the
+example's default), one FDDP iteration per cycle in a solver process on its own core, the
+lookahead and `REAL_TIME_WEIGHTS` (the control rate 100x the gait library's), Go2 trots 10 s at
+0.5 m/s against MuJoCo in real time over UDP at 50 Hz in every run so far: 20 of 20, median
+cycles 11-15 ms, p99 16-21 ms, the joints under their velocity limits. At the library's
+control-rate weight the re-solved plans chattered and the calves passed 1.5x their limits:
+one iteration walked at most 14 of 20 runs, two (19-39 ms cycles) 16 of 16. BENCHMARKS.md
+("MPC in real time", "MPC in real time at 50 Hz") has the runs.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
@@ -62,6 +62,15 @@ from .mpc_process import SolverProcess
 from .state_feedback import measured_state
 
 LOOKAHEAD_WINDOW = 5  # cycles whose median wall time sets the "auto" lookahead
+# The real-time planner's weights over the gait's (`trajopt.gaits.gait_weights`; a caller's
+# `weights` override both): the control rate 100x the library's 1e-5. A plan re-solved every
+# cycle with one FDDP iteration from a state 15-30 ms old chattered at the library's weight:
+# calf targets 2-3 rad apart from one knot to the next, the PD drove the calves past 1.5x their
+# velocity limit and the safety layer damped the robot (at most 14 of 20 runs walked). With
+# 1e-3 the joints stay under their limits and every run walked (BENCHMARKS.md, "MPC in real
+# time at 50 Hz"). The simulated-time MPC (`controllers.mpc.MPC` alone: lockstep, distillation's
+# expert) keeps the gait's weights.
+REAL_TIME_WEIGHTS = {"control_rate": 1e-3}
 
 
 class RealTimeMPC:
@@ -276,11 +285,13 @@ def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
                             process: bool = False, core: int | None = None,
                             **problem_options) -> RealTimeMPC:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
-    `VelocityCommand`; `problem_options` such as `substeps`, `contact` go to it) in real time
-    (`RealTimeMPC`). `process`: solve in a `SolverProcess` (pinned to `core` if given) instead
-    of a thread; call `shutdown()` at the end."""
+    `VelocityCommand`; `problem_options` such as `substeps`, `contact`, `weights` go to it, the
+    weights over `REAL_TIME_WEIGHTS`) in real time (`RealTimeMPC`). `process`: solve in a
+    `SolverProcess` (pinned to `core` if given) instead of a thread; call `shutdown()` at the
+    end."""
+    weights = {**REAL_TIME_WEIGHTS, **(problem_options.pop("weights", None) or {})}
     options = dict(robot=robot, gait=gait, command=(0.0, 0.0, 0.0), horizon=horizon,
-                   iterations=iterations, **problem_options)  # fmt: skip
+                   iterations=iterations, weights=weights, **problem_options)  # fmt: skip
     planner = MPC(**options)
     solver = SolverProcess(options, core=core) if process else None
     return RealTimeMPC(planner, joint_map, feedback=feedback, lookahead=lookahead, solver=solver)

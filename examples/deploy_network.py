@@ -14,8 +14,8 @@ interventions, and the base height. Saves a summary (json).
 
 `--controller mpc` runs the MPC trot in real time (`controllers.realtime_mpc.RealTimeMPC`): the
 robot process simulates in wall-clock time and never waits; a solver process (`--solver`,
-pinned to the last core, the rest on the others: `--solver-core`) replans (two FDDP iterations
-per cycle, `--iterations`) from the newest measurement, from the state its planning model
+pinned to the last core, the rest on the others: `--solver-core`) replans (one FDDP iteration
+per cycle, `--iterations`: at 50 Hz) from the newest measurement, from the state its planning model
 predicts when the plan will arrive (`--lookahead`, by default the recent plan age), while the
 controller calls (`--control-rate`, 100 Hz for the MPC by default) apply the newest plan at the
 current time. The first plan is solved before the robot starts. It prints the MPC's cycle-time
@@ -78,7 +78,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
         contact="smooth", sweeps=10, solver="process", solver_core="auto",
         derivatives="compiled"):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
-    controller: the stand at 50 Hz; the MPC at 100 Hz with 2 FDDP iterations per cycle in real
+    controller: the stand at 50 Hz; the MPC at 100 Hz with 1 FDDP iteration per cycle in real
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
     latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`, `derivatives`
     (of the impulse solve, `trajopt.problem.Problem`; "compiled" by default: the implicit
@@ -92,7 +92,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     if control_rate is None:
         control_rate = 100.0 if realtime_mpc else 50.0
     if iterations is None:
-        iterations = 3 if controller == "mpc" and lockstep else 2
+        iterations = 3 if controller == "mpc" and lockstep else 1
     original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if realtime_mpc and solver == "process":
         solver_core = _pin_beside_the_solver(solver_core)
@@ -202,7 +202,7 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.5, help="MPC forward command [m/s]")
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon [s]")
     parser.add_argument("--iterations", type=int, default=None,
-                        help="MPC FDDP iterations per cycle (default: 2 real time, 3 lockstep)")
+                        help="MPC FDDP iterations per cycle (default: 1 real time, 3 lockstep)")
     parser.add_argument("--lookahead", default="auto",
                         help="real-time MPC latency compensation [s], or 'auto' (the recent "
                              "median cycle time rounded up to knots), 0 for none")  # fmt: skip

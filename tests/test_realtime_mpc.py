@@ -215,3 +215,24 @@ def test_the_auto_lookahead_covers_the_solve_time_in_whole_knots(setup):
         assert ctrl.summary()["lookahead_median_s"] >= 0.06 - 1e-9
     finally:
         ctrl.close()
+
+
+def test_the_real_time_planner_weighs_the_control_rate_over_the_gaits_weights():
+    """`realtime_mpc_controller` plans with `REAL_TIME_WEIGHTS` over the gait's weights (the
+    control rate 100x: one iteration per cycle chattered without it) and a caller's weights
+    over both; `MPC` alone keeps the gait's."""
+    from controllers.realtime_mpc import REAL_TIME_WEIGHTS, realtime_mpc_controller
+    from trajopt.gaits import gait_weights
+
+    joint_map = JointMap.from_model(MPC(ROBOT, horizon=0.1).model)
+    weights = realtime_mpc_controller(ROBOT, joint_map, horizon=0.1).mpc.problem.data.weights
+    library = gait_weights(ROBOT, "trot")
+    assert float(weights["control_rate"]) == REAL_TIME_WEIGHTS["control_rate"]
+    assert REAL_TIME_WEIGHTS["control_rate"] == 100 * library["control_rate"]
+    assert float(weights["torque"]) == library["torque"]
+    own = realtime_mpc_controller(
+        ROBOT, joint_map, horizon=0.1, weights={"control_rate": 2e-5, "torque": 0.1}
+    ).mpc.problem.data.weights
+    assert float(own["control_rate"]) == 2e-5 and float(own["torque"]) == 0.1
+    alone = MPC(ROBOT, horizon=0.1).problem.data.weights
+    assert float(alone["control_rate"]) == library["control_rate"]
