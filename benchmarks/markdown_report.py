@@ -22,12 +22,12 @@ def cpu_name() -> str:
 
 def replace_section(path: Path, heading: str, text: str) -> None:
     """Replace (or append) the section starting with the line `heading` in `path` by `text`,
-    keeping every other `## ` section. The file is read right before writing, so sections
-    written meanwhile by other scripts survive."""
+    keeping every other `## ` section and a blank line before the next. The file is read right
+    before writing, so sections written meanwhile by other scripts survive."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
+        new = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", old, count=1)
     else:
         new = old.rstrip("\n") + "\n\n" + text
     path.write_text(new.rstrip("\n") + "\n")

@@ -72,6 +72,44 @@ def _modes(problem, q, v, u):
             "separated": int(np.sum(~loaded))}  # fmt: skip
 
 
+def test_the_tangent_solve_is_the_pseudo_inverse_of_regular_near_and_exactly_singular_maps():
+    """`tangent_solve` equals `pinv(a, rcond=TANGENT_RCOND) @ b` (what the JAX implicit branch
+    applies) for a regular map (taken by the inverse), maps whose smallest singular value is just
+    above and just below the cutoff, one numerically singular and one exactly singular (a zero
+    column: `np.linalg.inv` raises for the batch)."""
+    from contact.coulomb import TANGENT_RCOND
+
+    rng = np.random.default_rng(3)
+    m, n = 12, 5
+
+    def with_singular_values(values):
+        u, _ = np.linalg.qr(rng.normal(size=(m, m)))
+        v, _ = np.linalg.qr(rng.normal(size=(m, m)))
+        return u @ np.diag(values) @ v.T
+
+    regular = np.linspace(1.0, 0.3, m)
+    a = np.stack(
+        [with_singular_values(regular)]
+        + [with_singular_values(np.r_[regular[:-1], s]) for s in (1e-3, 5e-5, 0.0)]
+    )
+    b = rng.normal(size=(len(a), m, n))
+    expected = np.linalg.pinv(a, rcond=TANGENT_RCOND) @ b
+    np.testing.assert_allclose(compiled_knots.tangent_solve(a, b), expected, atol=1e-9)
+    # below the cutoff the inverse is another answer: the bound must send that one to the SVD
+    assert not np.allclose(np.linalg.inv(a[2]) @ b[2], expected[2], atol=1e-3)
+    zero_column = a[0].copy()
+    zero_column[:, 4] = 0.0
+    a_exact = np.concatenate([a, zero_column[None]])
+    b_exact = np.concatenate([b, b[:1]])
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.inv(a_exact)
+    np.testing.assert_allclose(
+        compiled_knots.tangent_solve(a_exact, b_exact),
+        np.linalg.pinv(a_exact, rcond=TANGENT_RCOND) @ b_exact,
+        atol=1e-9,
+    )
+
+
 @pytest.mark.parametrize(
     "contact, substeps", [("smooth", 2), pytest.param("hard", 1, marks=pytest.mark.slow)]
 )

@@ -20,7 +20,8 @@ projection's Jacobian `D_i`; NumPy then eliminates `v+` and `s` (`_substep_jacob
 
     A  = (I - D) + D R G~,          G~ = J M'^-1 J^T W + blockdiag((1 - w_i) G_ii)
     B  = D R (U_e - J M'^-1 Phi1_e - blockdiag((1 - w_i) J_i) M'^-1 Phi3_e)
-    dp = -pinv(A) B                 (`contact.coulomb.TANGENT_RCOND`, as `_tangent_solve`)
+    dp = -pinv(A) B                 (`contact.coulomb.TANGENT_RCOND`, as `_tangent_solve`;
+                                     the inverse where it provably equals, `tangent_solve`)
     dv+ = -M'^-1 Phi1_e + M'^-1 J^T (w dp)
 
 exactly the linear system `jax.lax.custom_root` solves in the implicit branch, so the values
@@ -480,6 +481,30 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
 
 
 # ----------------------------------------------------------------------------- the Jacobians
+def tangent_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`pinv(a, rcond=TANGENT_RCOND) @ b` for a batch `a (N, m, m)`, `b (N, m, n)`, as
+    `contact.coulomb._tangent_solve` applies it, by the inverse where a cheap bound proves the
+    two equal. With `kappa_1 = |a|_1 |a^-1|_1` and `kappa_2 <= m kappa_1`, a matrix with
+    `m kappa_1 < 1 / TANGENT_RCOND` has every singular value above the cutoff
+    `TANGENT_RCOND sigma_max`, so its pseudo-inverse is its inverse; the SVD (about four times
+    dearer for Go2's 12 x 12) serves the others, and the whole batch if one is exactly
+    singular."""
+    try:
+        inverse = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(a, rcond=TANGENT_RCOND) @ b
+    m = a.shape[-1]
+    norm_1 = np.abs(a).sum(axis=-2).max(axis=-1)  # the largest column sum
+    bound = m * norm_1 * np.abs(inverse).sum(axis=-2).max(axis=-1)
+    regular = np.isfinite(bound) & (bound < 1.0 / TANGENT_RCOND)
+    if regular.all():
+        return inverse @ b
+    out = np.empty(a.shape[:-1] + b.shape[-1:])
+    out[regular] = inverse[regular] @ b[regular]
+    out[~regular] = np.linalg.pinv(a[~regular], rcond=TANGENT_RCOND) @ b[~regular]
+    return out
+
+
 def _substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, damping: float):
     """One substep's Jacobians over its input tangent `e (n)`, batched over N knots (leading
     axis): `(state (N, 2 nv, n), forces (N, 3k, n), total (N, nu, n))` (module docstring)."""
@@ -509,7 +534,7 @@ def _substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, 
     ).reshape(N, k3, n)
     b_u = parts["u_e"] - jac @ x1 - (1.0 - w3)[:, :, None] * own_velocity
     b = d_r @ b_u
-    dp = -np.linalg.pinv(a, rcond=TANGENT_RCOND) @ b  # (N, 3k, n)
+    dp = -tangent_solve(a, b)  # (N, 3k, n)
     dv = -x1 + minv_jt @ (w3[:, :, None] * dp)
     dq = parts["q_e"] + parts["q_v"] @ dv
     p = forward["p"]  # (N, 3k)
