@@ -34,8 +34,8 @@ waits:
 Status (2026-12-03, evening): with the compiled derivatives (`derivatives="compiled"`, the
 example's default), one FDDP iteration per cycle in a solver process on its own core, the
 lookahead and `REAL_TIME_WEIGHTS` (the control rate 100x the gait library's), Go2 trots 10 s at
-0.5 m/s against MuJoCo in real time over UDP at 50 Hz in every run so far: 20 of 20, median
-cycles 11-15 ms, p99 16-21 ms, the joints under their velocity limits. At the library's
+0.5 m/s against MuJoCo in real time over UDP at 50 Hz in every run so far: 23 of 23, median
+cycles 11-17 ms, p99 16-22 ms, the joints under their velocity limits. At the library's
 control-rate weight the re-solved plans chattered and the calves passed 1.5x their limits:
 one iteration walked at most 14 of 20 runs, two (19-39 ms cycles) 16 of 16. BENCHMARKS.md
 ("MPC in real time", "MPC in real time at 50 Hz") has the runs.

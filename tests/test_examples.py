@@ -241,8 +241,8 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
     joints below 1.1x their velocity limits. Skips without MuJoCo or a C compiler (the
     example's default derivatives are "compiled"); prints each run's cycle statistics.
 
-    Measured on 2026-12-03 (evening), one run after the other: 20 of 20 walked (6 in two runs
-    of this test), median cycles 11.1-15.3 ms, peak joint speeds 0.61-0.95 of the limits.
+    Measured on 2026-12-03 (evening), one run after the other: 23 of 23 walked (9 in three runs
+    of this test), median cycles 11.1-16.6 ms, peak joint speeds 0.61-0.95 of the limits.
     Before the real-time planner's control-rate weight
     (`controllers.realtime_mpc.REAL_TIME_WEIGHTS`), one iteration per cycle walked at most 14
     of 20 runs and every run's calves exceeded 1.2x their limits (BENCHMARKS.md, "MPC in real
