@@ -486,7 +486,7 @@ def tangent_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     `contact.coulomb._tangent_solve` applies it, by the inverse where a cheap bound proves the
     two equal. With `kappa_1 = |a|_1 |a^-1|_1` and `kappa_2 <= m kappa_1`, a matrix with
     `m kappa_1 < 1 / TANGENT_RCOND` has every singular value above the cutoff
-    `TANGENT_RCOND sigma_max`, so its pseudo-inverse is its inverse; the SVD (about four times
+    `TANGENT_RCOND sigma_max`, so its pseudo-inverse is its inverse; the SVD (about five times
     dearer for Go2's 12 x 12) serves the others, and the whole batch if one is exactly
     singular."""
     try:
