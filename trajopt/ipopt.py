@@ -324,7 +324,7 @@ def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, nu
 
 # ----------------------------------------------------------------------------- problem pieces
 def _check(problem: P.Problem):
-    if problem.contact not in ("hard", "smooth"):
+    if problem.contact not in P.CASADI_CONTACTS:
         raise NotImplementedError(
             f"the IPOPT backend supports the hard and smooth contact models, "
             f"not {problem.contact!r}"

@@ -67,6 +67,8 @@ COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
 CONTROL_KINDS = ("pd", "torque")
 # `Problem.derivatives`: those of `contact.step`, and "compiled" (the implicit ones in C)
 DERIVATIVES = ("unrolled", "implicit", "compiled")
+# the contact models of the CasADi mirror (`trajopt.ipopt`), and so of "compiled"
+CASADI_CONTACTS = ("hard", "smooth")
 
 
 @jax.tree_util.register_dataclass
@@ -179,7 +181,7 @@ def validate(problem: Problem) -> None:
     if problem.derivatives == "compiled":
         from contact.terrain import Plane
 
-        if problem.contact not in ("hard", "smooth"):
+        if problem.contact not in CASADI_CONTACTS:
             raise ValueError(
                 f"derivatives='compiled' supports the hard and smooth contact models, "
                 f"got contact={problem.contact!r}"
