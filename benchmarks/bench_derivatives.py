@@ -97,7 +97,7 @@ def knot_problem(num_sweeps: int):
 def knot_point(num_sweeps: int, knot: int = 20):
     """`(problem, x, u)` at knot `knot` of the standing-guess rollout."""
     from trajopt import fddp
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     problem = knot_problem(num_sweeps)
     _, us = initial_guess(problem, None)

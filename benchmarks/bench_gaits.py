@@ -46,7 +46,7 @@ def solve_robot(robot: str, gaits, iterations: int, duration: float) -> dict:
     """Solve and check every gait of `gaits` for `robot`: `{gait: row}`."""
     from trajopt.gait_metrics import average_velocity, solved_gait_checks
     from trajopt.gaits import make_problem
-    from trajopt.solve import solve
+    from trajopt.solver import solve
 
     rows = {}
     for gait in gaits:

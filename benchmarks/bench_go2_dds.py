@@ -6,7 +6,7 @@
 1. Per message, in this process (median of `--reps` calls): encoding and decoding LowCmd_ and
    LowState_ with our one-call codec (`unitree_msgs.fast_cdr`) and with Cyclone's own per-field
    encoder, and the LowCmd CRC.
-2. Loopback: the simulated Go2 (`python -m controllers.hardware.go2_sim`, MuJoCo) on its own DDS
+2. Loopback: the simulated Go2 (`python -m hardware.go2_sim`, MuJoCo) on its own DDS
    domain and `Go2Robot` with `StandUpController` through the safety layer for `--seconds`,
    in real time: the LowCmd writer's interval and lateness, the LowStates taken per second,
    the commands the robot accepted per second, its overruns, the base height. The load average
@@ -44,10 +44,10 @@ def message_rows(reps: int) -> list:
     from cyclonedds.idl import IdlStruct
 
     import dynamics
-    from controllers.hardware.backends import unitree_go2 as go2
-    from controllers.hardware.backends import unitree_msgs as msgs
-    from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
-    from controllers.hardware.interface import JointCommand, JointMap
+    from hardware.backends import unitree_go2 as go2
+    from hardware.backends import unitree_msgs as msgs
+    from hardware.backends.mujoco_sim import MuJoCoRobot
+    from hardware.interface import JointCommand, JointMap
 
     model = dynamics.load_robot("go2")
     joint_map = JointMap.from_model(model)
@@ -75,11 +75,11 @@ def message_rows(reps: int) -> list:
 
 def loopback_run(seconds: float, domain: int) -> dict:
     import dynamics
-    from controllers.hardware import control_loop, go2_sim
-    from controllers.hardware.backends.unitree_go2 import Go2Robot
-    from controllers.hardware.interface import JointMap
-    from controllers.hardware.pose import StandUpController
-    from controllers.hardware.safety import SafetyConfig, SafetyLayer
+    from hardware import control_loop, go2_sim
+    from hardware.backends.unitree_go2 import Go2Robot
+    from hardware.interface import JointMap
+    from hardware.pose import StandUpController
+    from hardware.safety import SafetyConfig, SafetyLayer
 
     joint_map = JointMap.from_model(dynamics.load_robot("go2"))
     config = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.1)

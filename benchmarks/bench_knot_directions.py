@@ -56,7 +56,7 @@ def main(argv=None):
     from trajopt import fddp
     from trajopt import problem as P
     from trajopt.gaits import make_problem
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     problem = make_problem(args.robot, "trot", 0.5, duration=0.5, dt=0.02, substeps=2)
     data = problem.data

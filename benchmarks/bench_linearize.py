@@ -39,7 +39,7 @@ def measure(layout: str, repeats: int) -> dict:
 
     from trajopt import fddp
     from trajopt.gaits import make_problem
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     pr = make_problem("anymal_c", "trot", 0.2, duration=0.56, dt=0.01, substeps=1, period=0.56)
     fn = fddp.compiled(pr)

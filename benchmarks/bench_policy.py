@@ -4,7 +4,7 @@ at fixed commands up to 1 m/s, and a 20 s walk in MuJoCo through the hardware in
     python benchmarks/bench_policy.py --policy results/shac_go2/policy.eqx \
         --training results/shac_go2/checkpoints/metrics.json
 
-1. Our simulator (`controllers.learning.training.env`, no randomisation, the policy alone from
+1. Our simulator (`learning.training.env`, no randomisation, the policy alone from
    `--runs` noisy standing resets per command; `shac.evaluate` with fixed commands): per
    command of the grid `--vx` x `--vy` x `--yaw` the mean `|v_xy - c_xy|` [m/s] and
    `|omega_z - c_yaw|` [rad/s] after `--settle` s and the fall fraction, once with the contact
@@ -12,7 +12,7 @@ at fixed commands up to 1 m/s, and a 20 s walk in MuJoCo through the hardware in
    smoothing: the model the smoothing approximates). `--gait-period`: the policy observes a
    gait clock of that period (as it was trained).
 2. MuJoCo (an engine it was not trained in): the policy exported with
-   `controllers.learning.policy_export` and run by `examples/deploy_policy.py` (the NumPy runner,
+   `learning.policy_export` and run by `examples/deploy_policy.py` (the NumPy runner,
    `PolicyController`, the safety layer, MuJoCo at 500 Hz) for `--mujoco-seconds` per
    command in `--mujoco-vx`: average speed after 1.5 s, lowest base height, safety mode. Or,
    with `--mujoco-commands` (`deploy_policy`'s `--commands`, e.g. `omni`), one run of the
@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HEADING = "## Trained policy (demonstration: controllers/learning/training)"
+HEADING = "## Trained policy (demonstration: learning/training)"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,9 +53,9 @@ def simulator_rows(policy, args) -> list[dict]:
     import jax
     import numpy as np
 
-    from controllers.learning.policy import CONTROL_DT
-    from controllers.learning.training import shac
-    from controllers.learning.training.env import EnvConfig, Randomization
+    from learning.policy import CONTROL_DT
+    from learning.training import shac
+    from learning.training.env import EnvConfig, Randomization
 
     steps = int(round(args.seconds / CONTROL_DT))
     settle = int(round(args.settle / CONTROL_DT))
@@ -121,9 +121,9 @@ def mujoco_rows(policy, args) -> list[dict]:
     The safety layer's per-event log lines are silenced; its interventions are counted."""
     import logging
 
-    from controllers.learning.policy_export import export_policy
+    from learning.policy_export import export_policy
 
-    logging.getLogger("controllers.hardware.safety").setLevel(logging.ERROR)
+    logging.getLogger("hardware.safety").setLevel(logging.ERROR)
 
     path = ROOT / "examples" / "deploy_policy.py"
     spec = importlib.util.spec_from_file_location("deploy_policy", path)
@@ -215,12 +215,12 @@ def load_any_policy(args):
     (then its robot and gait clock are the folder's: `args.robot`, `args.gait_period` are set
     from its policy.json)."""
     if os.path.isfile(args.policy):
-        from controllers.learning.policy import load_policy
+        from learning.policy import load_policy
 
         return load_policy(args.policy)
     import jax.numpy as jnp
 
-    from controllers.learning.policy_export import load_exported_policy, load_numpy_policy
+    from learning.policy_export import load_exported_policy, load_numpy_policy
 
     exported = load_numpy_policy(args.policy)
     args.robot = exported.config["robot"]
@@ -258,8 +258,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not (os.path.isfile(args.policy) or os.path.isdir(args.policy)):
         parser.error(
-            f"no policy file or folder {args.policy!r} (controllers.learning.policy.save_policy "
-            "writes a file, controllers.learning.policy_export.export_policy a folder)"
+            f"no policy file or folder {args.policy!r} (learning.policy.save_policy "
+            "writes a file, learning.policy_export.export_policy a folder)"
         )
     sys.path.insert(0, str(ROOT))
     from benchmarks.markdown_report import cpu_name, publish

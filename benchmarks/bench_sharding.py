@@ -42,8 +42,8 @@ def bench_training(envs: int, horizon: int, iterations: int) -> list[dict]:
     import jax.numpy as jnp
     import numpy as np
 
-    from controllers.learning.policy import Policy
-    from controllers.learning.training import EnvConfig, SHACConfig, train
+    from learning.policy import Policy
+    from learning.training import EnvConfig, SHACConfig, train
 
     config = SHACConfig(env=EnvConfig(robot="solo12"), num_envs=envs, horizon=horizon,
                         critic_iterations=4, fast_compile=True)  # fmt: skip
@@ -67,7 +67,7 @@ def bench_batched(batches: list[int], repeats: int, max_iterations: int) -> dict
 
     from trajopt import batched, fddp, sharding
     from trajopt.gaits import make_problem
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     biggest = max(batches)
     velocities = np.linspace(0.0, 0.4, biggest)

@@ -8,10 +8,10 @@
         --init results/distill/policy.eqx --gait-period 0.4 --lr 3e-4 --seed 1   # warm start
 
 Methods, each for `--minutes` of wall time (compilation included, and reported separately):
-  (a) shac-smooth: analytic gradients (`controllers.learning.training.shac`, its defaults:
+  (a) shac-smooth: analytic gradients (`learning.training.shac`, its defaults:
       short-horizon return, no critic bootstrap) with the smooth hard-contact model;
   (b) shac-penalty: the same with the penalty contact model (the other differentiable model);
-  (c) ppo: PPO (`controllers.learning.training.ppo`, zeroth order: no gradient through the
+  (c) ppo: PPO (`learning.training.ppo`, zeroth order: no gradient through the
       simulator), on the smooth model's environment;
   (d) shac-critic (optional): (a) with the critic's value bootstrapped into the actor loss
       (SHAC proper, `critic_bootstrap=True`);
@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-HEADING = "## Policy training (controllers/learning/training)"
+HEADING = "## Policy training (learning/training)"
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 
@@ -49,8 +49,8 @@ THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 def _evaluator(env_config, seconds=3.0, n=32):
     import jax
 
-    from controllers.learning.policy import CONTROL_DT
-    from controllers.learning.training import shac
+    from learning.policy import CONTROL_DT
+    from learning.training import shac
 
     keys = jax.random.split(jax.random.PRNGKey(1234), n)
     steps = int(round(seconds / CONTROL_DT))
@@ -63,7 +63,7 @@ def _evaluator(env_config, seconds=3.0, n=32):
 
 
 def run_shac(env_config, args, evaluate, critic_bootstrap=False, policy=None):
-    from controllers.learning.training import shac
+    from learning.training import shac
 
     config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon,
                              actor_lr=args.lr, critic_bootstrap=critic_bootstrap,
@@ -79,7 +79,7 @@ def run_ppo(env_config, args, evaluate):
     import jax
     import optax
 
-    from controllers.learning.training import ppo, shac
+    from learning.training import ppo, shac
 
     env = shac.make_env(env_config)
     config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps, seed=args.seed)
@@ -190,7 +190,7 @@ def run_method(name, args):
     if name == "ppo":
         return run_ppo(smooth, args, evaluate)
     if name == "shac-init":
-        from controllers.learning.policy import load_policy
+        from learning.policy import load_policy
 
         return run_shac(smooth, args, evaluate, policy=load_policy(args.init))
     return run_shac(smooth, args, evaluate, critic_bootstrap=True)
@@ -198,7 +198,7 @@ def run_method(name, args):
 
 def task_config(args):
     """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
-    from controllers.learning.training.env import EnvConfig
+    from learning.training.env import EnvConfig
 
     config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa,
                        gait_period=args.gait_period)  # fmt: skip

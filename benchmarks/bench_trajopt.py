@@ -115,10 +115,10 @@ def _shift_problem(problem, traj):
 
 
 def timed_solve(problem, init=None, max_iterations=30):
-    """FDDP single shooting as `trajopt.solve.solve(problem, init, solver="fddp")` runs it, with
+    """FDDP single shooting as `trajopt.solver.solve(problem, init, solver="fddp")` runs it, with
     a timestamp after every accepted iteration. Returns `(trajectory, stats)`."""
     from trajopt import fddp
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     stamps = []
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -227,7 +227,7 @@ def pd_stability(problem, seconds=3.0):
 
     from trajopt import fddp
     from trajopt.gaits import make_problem
-    from trajopt.solve import initial_guess
+    from trajopt.solver import initial_guess
 
     dt = problem.dt_knot
     longer = make_problem(

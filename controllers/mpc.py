@@ -51,7 +51,7 @@ from trajopt.gaits import (
     make_problem,
     traced_weights,
 )
-from trajopt.solve import solve
+from trajopt.solver import solve
 from trajopt.trajectory import Trajectory
 
 FAILED_STATUSES = ("diverged",)

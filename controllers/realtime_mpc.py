@@ -55,8 +55,8 @@ import time
 import numpy as np
 
 from dynamics.configuration import State
+from hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 
-from .hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 from .mpc import MPC, MPCStats
 from .mpc_process import SolverProcess
 from .state_feedback import measured_state

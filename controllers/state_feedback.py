@@ -21,15 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynamics.configuration import State
-
-from .hardware.interface import (
+from hardware.interface import (
     JointCommand,
     JointMap,
     Measurement,
     VelocityCommand,
     state_from_measurement,
 )
-from .hardware.safety import SafetyConfig
+from hardware.safety import SafetyConfig
 
 
 def measured_state(measurement: Measurement) -> State:

@@ -18,7 +18,7 @@ import dynamics
 from contact import CONTACT_MODELS
 from trajopt.gaits import make_problem
 from trajopt.replay import resimulate
-from trajopt.solve import solve
+from trajopt.solver import solve
 
 
 def main(argv=None):

@@ -13,12 +13,12 @@ the hardware interface and the safety layer, in real time.
     python examples/deploy_go2.py --no-sim --domain 0 --interface eth0 --release-sport-mode
 
 Without `--no-sim` the example starts the simulated Go2 (`python -m
-controllers.hardware.go2_sim`: MuJoCo behind the same topics) on `--domain` over loopback, lying
-on the floor, and stops it at the end. The backend (`controllers.hardware.backends.unitree_go2`)
+hardware.go2_sim`: MuJoCo behind the same topics) on `--domain` over loopback, lying
+on the floor, and stops it at the end. The backend (`hardware.backends.unitree_go2`)
 sends LowCmd at 500 Hz from its own thread; the safety layer runs at `--command-rate`, the
 controller at its own rate in a thread of its own:
 - `stand`: `StandUpController`, from the measured pose to standing in `--stand-up` s, then hold;
-- `policy`: an exported policy folder (`controllers.learning.policy_export`; default the
+- `policy`: an exported policy folder (`learning.policy_export`; default the
   shipped walking policy `examples/policies/go2_forward`), at the rate and with the gains it
   was exported with; it needs the base velocity, which comes from
   `rt/sportmodestate` (simulators; on the robot a state estimator of your own);
@@ -43,12 +43,12 @@ import subprocess
 import numpy as np
 
 import dynamics
-from controllers.hardware import control_loop, go2_sim
-from controllers.hardware.backends.unitree_go2 import Go2Robot, LockstepGo2Robot
-from controllers.hardware.interface import JointMap, VelocityCommand
-from controllers.hardware.pose import StandUpController
-from controllers.hardware.safety import SafetyConfig, SafetyLayer
-from controllers.hardware.timing import format_summary
+from hardware import control_loop, go2_sim
+from hardware.backends.unitree_go2 import Go2Robot, LockstepGo2Robot
+from hardware.interface import JointMap, VelocityCommand
+from hardware.pose import StandUpController
+from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.timing import format_summary
 
 LYING = (0.0, 1.36, -2.65)  # [rad] hip, thigh, calf of each leg, lying on the belly
 WALK_AFTER = 1.0  # [s] zero velocity command before `--velocity`
@@ -66,8 +66,8 @@ def make_controller(kind: str, joint_map: JointMap, policy=None, stand_up=1.5, h
     if kind == "stand":
         return StandUpController(joint_map, stand_up), {}, 0.02
     if kind == "policy":
-        from controllers.learning.policy_adapter import PolicyController
-        from controllers.learning.policy_export import load_numpy_policy
+        from learning.policy_adapter import PolicyController
+        from learning.policy_export import load_numpy_policy
 
         runner = load_numpy_policy(policy)
         config = runner.config

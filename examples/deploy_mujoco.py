@@ -8,7 +8,7 @@ The robot is MuJoCo running the model generated from the same robot (`dynamics.m
 IMU and joint sensors; the drivers' PD runs at every MuJoCo step. The controller (here the
 stand controller: soft start to the standing pose, then hold) runs at `--control-rate`, the
 safety layer and the writes at `--command-rate`, in simulated time. Any `Controller` (a
-policy via `controllers.learning.policy_adapter`, an MPC via `controllers.state_feedback`) runs the
+policy via `learning.policy_adapter`, an MPC via `controllers.state_feedback`) runs the
 same way. Prints the joint conventions, timing statistics, safety interventions and the
 settled base height; saves the loop log (npz) and a summary (json).
 """
@@ -19,14 +19,14 @@ import argparse
 import logging
 
 import dynamics
-from controllers.hardware import control_loop
-from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
-from controllers.hardware.faults import FaultyRobot
-from controllers.hardware.interface import VelocityCommand
-from controllers.hardware.pose import PoseController
-from controllers.hardware.safety import SafetyConfig, SafetyLayer
-from controllers.hardware.timing import format_summary
 from controllers.state_feedback import mpc_controller, mpc_safety_config
+from hardware import control_loop
+from hardware.backends.mujoco_sim import MuJoCoRobot
+from hardware.faults import FaultyRobot
+from hardware.interface import VelocityCommand
+from hardware.pose import PoseController
+from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.timing import format_summary
 
 
 def run(robot_name="go2", seconds=5.0, control_rate=50.0, command_rate=500.0,

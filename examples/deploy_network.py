@@ -4,9 +4,9 @@
     python examples/deploy_network.py --drop 0.1 --corrupt 0.02     # through a lossy link
     python examples/deploy_network.py --controller mpc --velocity 0.5   # MPC trot, lockstep
 
-Starts `python -m controllers.hardware.robot_server` (a simulated robot, MuJoCo by default, in real
-time) as a subprocess, connects a `controllers.hardware.backends.udp.UdpRobot` to it (optionally
-through a `controllers.hardware.faults.UdpFaultProxy` that drops and corrupts datagrams), runs the
+Starts `python -m hardware.robot_server` (a simulated robot, MuJoCo by default, in real
+time) as a subprocess, connects a `hardware.backends.udp.UdpRobot` to it (optionally
+through a `hardware.faults.UdpFaultProxy` that drops and corrupts datagrams), runs the
 stand controller through the safety layer in wall-clock time (controller thread at `--control-rate`,
 command loop at `--command-rate`), then asks the robot for its counters, shuts it down and prints:
 timing statistics (jitter, overruns, missed ticks), what each side rejected and counted, the safety
@@ -38,15 +38,15 @@ import logging
 import os
 
 import dynamics
-from controllers.hardware import control_loop, robot_server
-from controllers.hardware.backends.udp import LockstepUdpRobot, UdpRobot
-from controllers.hardware.faults import UdpFaultProxy
-from controllers.hardware.interface import JointMap, VelocityCommand
-from controllers.hardware.pose import PoseController
-from controllers.hardware.safety import SafetyConfig, SafetyLayer
-from controllers.hardware.timing import format_summary
 from controllers.realtime_mpc import realtime_mpc_controller
 from controllers.state_feedback import mpc_controller, mpc_safety_config
+from hardware import control_loop, robot_server
+from hardware.backends.udp import LockstepUdpRobot, UdpRobot
+from hardware.faults import UdpFaultProxy
+from hardware.interface import JointMap, VelocityCommand
+from hardware.pose import PoseController
+from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.timing import format_summary
 from trajopt.problem import DERIVATIVES
 
 

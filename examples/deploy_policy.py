@@ -3,7 +3,7 @@
     python examples/deploy_policy.py --policy results/policy_go2 --seconds 5 --velocity 0.5
     python examples/deploy_policy.py --policy results/policy_go2 --runtime onnx
 
-The folder is what `controllers.learning.policy_export.export_policy` writes (weights, conventions,
+The folder is what `learning.policy_export.export_policy` writes (weights, conventions,
 the standalone NumPy runner, the ONNX graph). The policy runs with the folder's own NumPy runner
 (`--runtime numpy`, what a robot computer without JAX runs), onnxruntime (`onnx`) or JAX (`jax`),
 inside `PolicyController` at the period it was exported with (`control_dt`), with the exported
@@ -12,7 +12,7 @@ The robot stands for 0.5 s, then gets `--velocity` forward (with `--vy`, `--yaw-
 the `--commands` one after another, `--segment-seconds` each (`--commands omni`: a tour of the
 omnidirectional box, `OMNI_TOUR`), ramped at `--accel`, `--yaw-accel` (0: step changes).
 `--randomize SEED` runs MuJoCo under one draw of domain
-randomisation (`controllers.hardware.backends.mujoco_disturbances`: payload, friction, command
+randomisation (`hardware.backends.mujoco_disturbances`: payload, friction, command
 latency, pushes; the training environment's ranges, `--push` and `--latency-ms` to change
 them). Prints timing statistics, safety interventions, the tracking per command (MuJoCo's base
 velocity in the heading frame, averaged after `SETTLE_SECONDS` of each command) and the base
@@ -31,18 +31,18 @@ import os
 import numpy as np
 
 import dynamics
-from controllers.hardware import control_loop
-from controllers.hardware.backends.mujoco_disturbances import (
+from hardware import control_loop
+from hardware.backends.mujoco_disturbances import (
     DisturbanceRanges,
     DisturbedMuJoCoRobot,
 )
-from controllers.hardware.backends.mujoco_sim import MuJoCoRobot
-from controllers.hardware.interface import JointMap, VelocityCommand, rotation_from_quat
-from controllers.hardware.safety import SafetyConfig, SafetyLayer
-from controllers.hardware.timing import format_summary
-from controllers.learning.policy import ACTION_CLIP
-from controllers.learning.policy_adapter import PolicyController
-from controllers.learning.policy_export import (
+from hardware.backends.mujoco_sim import MuJoCoRobot
+from hardware.interface import JointMap, VelocityCommand, rotation_from_quat
+from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.timing import format_summary
+from learning.policy import ACTION_CLIP
+from learning.policy_adapter import PolicyController
+from learning.policy_export import (
     load_exported_policy,
     load_numpy_policy,
     load_onnx_policy,
@@ -62,10 +62,10 @@ OMNI_TOUR = ((0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.5, 0.0), (-1.0, 0.0, 0.0)
              (-1.0, -0.5, -1.0), (0.5, -0.3, 0.5), (0.0, 0.0, 0.0))  # fmt: skip
 HOW_TO_EXPORT = """\
 an exported policy folder is needed (--policy FOLDER). Train a policy
-(controllers.learning.training; examples/distill_policy.py --out results/distill_go2 exports to
-results/distill_go2/export) or export a controllers.learning.policy.Policy yourself:
+(learning.training; examples/distill_policy.py --out results/distill_go2 exports to
+results/distill_go2/export) or export a learning.policy.Policy yourself:
 
-    from controllers.learning.policy_export import export_policy
+    from learning.policy_export import export_policy
     export_policy(policy, "results/policy_go2", robot="go2")
 
 then run: python examples/deploy_policy.py --policy results/policy_go2"""

@@ -18,14 +18,14 @@
    `--expert-iterations N`: the MPC expert (DART, DAgger) runs N FDDP iterations per cycle.
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`). `--students K`: K
    networks cloned on the same data (network seeds `--seed` .. `--seed` + K - 1: their own
-   initialisation and minibatch order), averaged into one policy (`controllers.learning.policy.
+   initialisation and minibatch order), averaged into one policy (`learning.policy.
    average_policies`: one MLP K times as wide whose action is the mean of theirs).
    `--dagger-failures`: then each student runs alone at every command; where it falls it runs
    again for `--dagger-seconds` from standing with the MPC labelling its states
    (`distill.failure_runs`), and all students are cloned again on the data plus those.
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
-alone in this project's simulator. Saves the policy (`policy.eqx`, `controllers.learning.policy.
+alone in this project's simulator. Saves the policy (`policy.eqx`, `learning.policy.
 load_policy`), its NumPy/ONNX export (`export/`) and a report (`report.json`).
 """
 
@@ -40,8 +40,8 @@ import jax
 import numpy as np
 
 import dynamics
-from controllers.learning.policy import Policy, average_policies, save_policy
-from controllers.learning.training import distill
+from learning.policy import Policy, average_policies, save_policy
+from learning.training import distill
 from trajopt.gaits import gait_period as default_gait_period
 
 
@@ -169,7 +169,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     save_policy(policy, os.path.join(out, "policy.eqx"))
     data.save(os.path.join(out, "dataset_with_dagger.npz"))
     try:
-        from controllers.learning.policy_export import export_policy
+        from learning.policy_export import export_policy
     except ImportError:  # the export module is optional here
         export_policy = None
     if export_policy is not None:

@@ -23,7 +23,7 @@ from trajopt.gait_metrics import (
     solved_gait_checks,
 )
 from trajopt.gaits import GAITS, make_problem
-from trajopt.solve import solve
+from trajopt.solver import solve
 
 DEFAULT_SPEEDS = {"stand": 0.0, "turn": 0.5}  # turn: yaw rate [rad/s]; others: forward m/s
 

@@ -21,7 +21,7 @@ import numpy as np
 import dynamics
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
-from trajopt.solve import SOLVERS, solve
+from trajopt.solver import SOLVERS, solve
 from viz import publish_result
 
 

@@ -7,18 +7,18 @@
     python examples/train_policy.py --gait-period 0.4     # the policy also observes a gait clock
 
 `--envs` is the global batch, split over `--devices` devices (default: all that JAX sees) by
-`controllers.learning.training.shac.train`. Several hosts: run the same command on each with
+`learning.training.shac.train`. Several hosts: run the same command on each with
 `--coordinator HOST:PORT --num-processes N --process-id I` (or the environment variables
 `DIFFLOCO_COORDINATOR`, `DIFFLOCO_NUM_PROCESSES`, `DIFFLOCO_PROCESS_ID`); process 0 writes
 the checkpoints, the policy and the report.
 
-Environments: `controllers.learning.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
+Environments: `learning.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
 m/s, yaw rate in [-1, 1] rad/s, domain randomisation of payload, friction, PD gains, latency and
 pushes; `--no-randomization` turns it off). Checkpoints every `--checkpoint-every` iterations in
 `<out>/checkpoints/` with `metrics.json`/`metrics.csv` beside them; `--resume` continues from the
 newest one bit for bit. At the end: the policy (`<out>/policy.eqx`,
-`controllers.learning.policy.load_policy`), its NumPy/ONNX export (`<out>/export/`, if
-`controllers.learning.policy_export` is available) and an evaluation on fixed commands.
+`learning.policy.load_policy`), its NumPy/ONNX export (`<out>/export/`, if
+`learning.policy_export` is available) and an evaluation on fixed commands.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import time
 import jax
 import numpy as np
 
-from controllers.learning.policy import CONTROL_DT, load_policy, save_policy
-from controllers.learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
+from learning.policy import CONTROL_DT, load_policy, save_policy
+from learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
 from trajopt import sharding
 
 
@@ -98,7 +98,7 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     exported = None
     if export:
         try:
-            from controllers.learning.policy_export import export_policy
+            from learning.policy_export import export_policy
         except ImportError:
             export_policy = None
         if export_policy is not None:

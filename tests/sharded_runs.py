@@ -57,8 +57,8 @@ def run_ppo(devices: int, out: str, suffix: str) -> None:
     import jax.numpy as jnp
     from test_ppo import ReachTarget
 
-    from controllers.learning.policy import Policy
-    from controllers.learning.training import ppo
+    from learning.policy import Policy
+    from learning.training import ppo
 
     config = ppo.PPOConfig(**PPO)
     policy = Policy.create(jax.random.PRNGKey(0), 1, hidden=config.hidden, dtype=jnp.float64)
@@ -76,8 +76,8 @@ def run_shac(args, devices: int, suffix: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    from controllers.learning.policy import Policy
-    from controllers.learning.training import EnvConfig, SHACConfig, shac
+    from learning.policy import Policy
+    from learning.training import EnvConfig, SHACConfig, shac
     from trajopt import sharding
 
     config = SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
@@ -96,8 +96,8 @@ def run_shac_resume(args, suffix: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    from controllers.learning.policy import Policy
-    from controllers.learning.training import EnvConfig, SHACConfig, shac
+    from learning.policy import Policy
+    from learning.training import EnvConfig, SHACConfig, shac
 
     config = SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
     policy = Policy.create(jax.random.PRNGKey(0), 12, hidden=config.policy_hidden,

@@ -65,10 +65,10 @@ def test_lower_layers_import_without_controllers():
 
 HARDWARE_SCRIPT = """
 import importlib, json, pkgutil
-import controllers.hardware as hardware
+import hardware as hardware
 
 OURS = ("controllers", "dynamics", "contact", "trajopt", "viz")
-names = [info.name for info in pkgutil.walk_packages(hardware.__path__, "controllers.hardware.")]
+names = [info.name for info in pkgutil.walk_packages(hardware.__path__, "hardware.")]
 loaded = []
 for name in names:
     try:
@@ -85,12 +85,12 @@ print(json.dumps(loaded))
 
 
 def test_the_hardware_room_imports_no_planner_or_learning():
-    """`controllers.hardware` (interface, safety, loop, backends, robot server) loads with the
-    MPC, its adapters, `controllers.learning`, `trajopt` and `viz` unimportable: a robot
+    """`hardware` (interface, safety, loop, backends, robot server) loads with the
+    MPC, its adapters, `learning`, `trajopt` and `viz` unimportable: a robot
     computer needs none of them."""
     import json
 
-    blocked = ("controllers.learning", "controllers.mpc", "controllers.closed_loop",
+    blocked = ("learning", "controllers.mpc", "controllers.closed_loop",
                "controllers.state_feedback", "trajopt", "viz")  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", blocking_script(blocked, HARDWARE_SCRIPT)],
@@ -98,5 +98,5 @@ def test_the_hardware_room_imports_no_planner_or_learning():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     names = json.loads(done.stdout.strip().splitlines()[-1])
-    assert {"controllers.hardware.robot_server", "controllers.hardware.backends.jax_sim",
-            "controllers.hardware.safety"} <= set(names)  # fmt: skip
+    assert {"hardware.robot_server", "hardware.backends.jax_sim",
+            "hardware.safety"} <= set(names)  # fmt: skip

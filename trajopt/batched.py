@@ -230,7 +230,7 @@ def solve_batched(
     asked = len(problems)
     problem = problems[0]
     if us is None:
-        from .solve import initial_guess
+        from .solver import initial_guess
 
         us = np.stack([np.asarray(initial_guess(p)[1]) for p in problems])
     us = np.asarray(us)

@@ -7,7 +7,7 @@ the same structure loads them instead (issue 15: the README's main command the s
     DIFFLOCO_CACHE_DIR    the folder (default `~/.cache/diffloco/jax`); "off", "0", "none" or
                           an empty value turn the cache off.
 
-Importing `trajopt.solve` (every solver, the MPC, the examples that solve) calls
+Importing `trajopt.solver` (every solver, the MPC, the examples that solve) calls
 `enable_persistent_cache()` once. A folder the user already gave JAX
 (`jax_compilation_cache_dir`, e.g. `JAX_COMPILATION_CACHE_DIR`) is kept as it is. Executables
 that compiled in under `MIN_COMPILE_TIME_S` are not saved (the cheap ones would cost more disk

@@ -20,7 +20,7 @@ on. The lead-in is not in `phi`, so the clock is one time base for every gait (a
 delays the pattern's start by a constant number of periods).
 
 The phase is observed as a point on the unit circle, continuous across the wrap from 1 to 0,
-and the frequency tells a policy how fast it turns. `controllers.learning.numpy_policy_runner`
+and the frequency tells a policy how fast it turns. `learning.numpy_policy_runner`
 holds a NumPy-only copy (the exported runner imports nothing of this project); a test holds
 the two equal to 1e-12.
 

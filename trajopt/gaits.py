@@ -34,7 +34,7 @@ class Gait:
     duty: float
     period_scale: float = 1.0
     yaw: bool = False  # turn in place: velocity argument is a yaw rate
-    guess: str = "kinematic"  # the solver's default start (see trajopt.solve.initial_guess)
+    guess: str = "kinematic"  # the solver's default start (see trajopt.solver.initial_guess)
     # False: at t = 0 the offset-0 feet begin their swing; True: they begin their stance (a
     # pronk from rest must push off before it can fly: starting in flight it fell 7 cm)
     starts_in_stance: bool = False

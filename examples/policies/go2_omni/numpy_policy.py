@@ -1,6 +1,6 @@
 """Run an exported locomotion policy with NumPy alone (no JAX, no equinox, no ONNX runtime).
 
-`controllers.learning.policy_export.export_policy` copies this file, as `numpy_policy.py`, next
+`learning.policy_export.export_policy` copies this file, as `numpy_policy.py`, next
 to the weights (`policy.npz`) and the conventions (`policy.json`), so the folder is all a robot
 computer needs:
 
@@ -9,7 +9,7 @@ computer needs:
     action = policy(observation)                  # (n_obs,) -> (nu,);  (B, n_obs) -> (B, nu)
     q_target = policy.joint_targets(action)       # (nu,) [rad], for the drivers' PD
 
-It computes what `controllers.learning.policy.Policy` computes, in float64:
+It computes what `learning.policy.Policy` computes, in float64:
 
     z   = clip((obs - mean) / sqrt(var + eps), -obs_clip, obs_clip)       normalisation
     h_0 = z,   h_{i+1} = elu(W_i h_i + b_i)   (hidden layers)                ELU MLP
@@ -17,7 +17,7 @@ It computes what `controllers.learning.policy.Policy` computes, in float64:
     elu(x) = x for x > 0, exp(x) - 1 otherwise
 
 with `W_i (out, in)`, `b_i (out,)` as in `equinox.nn.Linear`. The observation layout (see
-`policy.json`, "observation_layout") is `controllers.learning.policy`'s: base linear velocity (3)
+`policy.json`, "observation_layout") is `learning.policy`'s: base linear velocity (3)
 [m/s], base angular velocity (3) [rad/s], both in the base frame, projected gravity (3),
 velocity command (3), joint_q - q_default (nu) [rad], joint_qd (nu) [rad/s], last action
 (nu), with the joints in "joint_names" order, and for a policy exported with a gait clock

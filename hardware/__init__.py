@@ -1,0 +1,43 @@
+"""The hardware control interface: what runs between a controller and a robot.
+
+- `interface`: `Measurement`, `JointCommand`, `VelocityCommand`, `JointMap` (conventions), the
+  `RobotInterface` and `Controller` protocols. `pose.PoseController`: a fixed pose;
+  `pose.StandUpController`: stand up from the measured pose.
+- `safety.SafetyLayer`: limits, NaN guard, rate limits, watchdogs to damping, soft start, e-stop.
+- `control_loop.run`: controller rate, command rate, timing statistics (`timing`); simulated or
+  wall clock.
+- `motor.MotorDriver`: the robot side (drivers' PD and watchdog) of the simulated robots.
+- `backends`: `jax_sim.SimRobot`, `mujoco_sim.MuJoCoRobot`, `udp.UdpRobot` (+ `wire` layout);
+  `robot_server`: a simulated robot process behind UDP (`python -m
+  hardware.robot_server`); `unitree_go2.Go2Robot`: a Unitree Go2 over its DDS
+  topics, `go2_sim`: a simulated Go2 process on them. `faults`: fault injection.
+
+May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
+`learning`: controllers plug in through the `Controller` protocol.
+"""
+
+from .interface import (
+    Controller,
+    JointCommand,
+    JointMap,
+    Measurement,
+    RobotInterface,
+    RobotMode,
+    VelocityCommand,
+)
+from .pose import PoseController, StandUpController
+from .safety import SafetyConfig, SafetyLayer
+
+__all__ = [
+    "Controller",
+    "JointCommand",
+    "JointMap",
+    "Measurement",
+    "PoseController",
+    "RobotInterface",
+    "RobotMode",
+    "SafetyConfig",
+    "SafetyLayer",
+    "StandUpController",
+    "VelocityCommand",
+]

@@ -1,0 +1,222 @@
+"""The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.compiled_knots`)
+against JAX's `jacfwd` with the implicit rule (`fddp._knot_dynamics`, derivatives="implicit"),
+which `tests/test_implicit_derivatives.py` checks against central differences.
+
+The states cover every contact mode of the implicit rule: sticking, sliding (on the cone's rim),
+separated (zero impulse) and pressed in (touchdown), under the smooth model (the MPC's) and the
+hard one.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from trajopt import compiled_knots, fddp
+from trajopt import problem as P
+from trajopt.gaits import make_problem
+from trajopt.solver import initial_guess, solve
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.skipif(
+        not compiled_knots.compiler_available(),
+        reason=f"no C compiler ({compiled_knots.compiler()!r}) for the generated code",
+    ),
+]
+
+
+def _problem(contact="smooth", substeps=2, derivatives="compiled", horizon=0.2):
+    return make_problem(
+        "go2", "trot", 0.5, duration=horizon, dt=0.02, substeps=substeps, contact=contact,
+        derivatives=derivatives,
+    )  # fmt: skip
+
+
+def _states(problem):
+    """The trot guess's rollout, and the same states sliding sideways at 1 m/s, pressed 1 cm
+    into the ground moving down at 0.5 m/s, and lifting off at 0.5 m/s:
+    `(q (N, nq), v (N, nv), u (N, nu))`."""
+    fn = fddp.compiled(problem.replace(derivatives="implicit"))
+    _, us = initial_guess(problem)
+    xs = fn.rollout(problem.data, us)
+    xs = xs[0] if isinstance(xs, tuple) else xs
+    T = problem.horizon
+    q, v, u = np.asarray(xs.q[:T]), np.asarray(xs.v[:T]), np.array(us)
+    # 0.1 um lower: the standing pose touches the ground exactly (gap 0 to rounding), the kink
+    # of the hard model's opening max(gap, 0), where each implementation's rounding of the gap
+    # picks the side
+    q = q.copy()
+    q[:, 2] -= 1e-7
+    sliding_v = v.copy()
+    sliding_v[:, 1] += 1.0
+    pressed_q, pressed_v = q.copy(), v.copy()
+    pressed_q[:, 2] -= 0.01
+    pressed_v[:, 2] -= 0.5
+    lifting_v = v.copy()
+    lifting_v[:, 2] += 0.5
+    return (
+        np.concatenate(a)
+        for a in ((q, q, pressed_q, q), (v, sliding_v, pressed_v, lifting_v), (u, u, u, u))
+    )
+
+
+def _modes(problem, q, v, u):
+    """Counts of the contact modes at the states' first substep: sticking, sliding, separated."""
+    functions = compiled_knots.substep_functions(problem)
+    forward, _ = functions.mapped(q.shape[0])
+    p = forward(q, v, u)["p"][..., 0].reshape(-1, 3)
+    mu = functions.plane["friction"]
+    loaded = p[:, 2] > 1e-9
+    rim = loaded & (np.linalg.norm(p[:, :2], axis=1) > (1 - 1e-9) * mu * p[:, 2])
+    return {"sticking": int(np.sum(loaded & ~rim)), "sliding": int(np.sum(rim)),
+            "separated": int(np.sum(~loaded))}  # fmt: skip
+
+
+def test_the_tangent_solve_is_the_pseudo_inverse_of_regular_near_and_exactly_singular_maps():
+    """`tangent_solve` equals `pinv(a, rcond=TANGENT_RCOND) @ b` (what the JAX implicit branch
+    applies) for a regular map (taken by the inverse), maps whose smallest singular value is just
+    above and just below the cutoff, one numerically singular and one exactly singular (a zero
+    column: `np.linalg.inv` raises for the batch)."""
+    from contact.coulomb import TANGENT_RCOND
+
+    rng = np.random.default_rng(3)
+    m, n = 12, 5
+
+    def with_singular_values(values):
+        u, _ = np.linalg.qr(rng.normal(size=(m, m)))
+        v, _ = np.linalg.qr(rng.normal(size=(m, m)))
+        return u @ np.diag(values) @ v.T
+
+    regular = np.linspace(1.0, 0.3, m)
+    a = np.stack(
+        [with_singular_values(regular)]
+        + [with_singular_values(np.r_[regular[:-1], s]) for s in (1e-3, 5e-5, 0.0)]
+    )
+    b = rng.normal(size=(len(a), m, n))
+    expected = np.linalg.pinv(a, rcond=TANGENT_RCOND) @ b
+    np.testing.assert_allclose(compiled_knots.tangent_solve(a, b), expected, atol=1e-9)
+    # below the cutoff the inverse is another answer: the bound must send that one to the SVD
+    assert not np.allclose(np.linalg.inv(a[2]) @ b[2], expected[2], atol=1e-3)
+    zero_column = a[0].copy()
+    zero_column[:, 4] = 0.0
+    a_exact = np.concatenate([a, zero_column[None]])
+    b_exact = np.concatenate([b, b[:1]])
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.inv(a_exact)
+    np.testing.assert_allclose(
+        compiled_knots.tangent_solve(a_exact, b_exact),
+        np.linalg.pinv(a_exact, rcond=TANGENT_RCOND) @ b_exact,
+        atol=1e-9,
+    )
+
+
+@pytest.mark.parametrize(
+    "contact, substeps", [("smooth", 2), pytest.param("hard", 1, marks=pytest.mark.slow)]
+)
+def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
+    problem = _problem(contact, substeps)
+    q, v, u = _states(problem)
+    modes = _modes(problem, q, v, u)
+    assert min(modes.values()) > 0, modes  # every mode is exercised
+    out = compiled_knots.knot_dynamics(problem, compiled_knots.substep_functions(problem), q, v, u)
+    implicit = problem.replace(derivatives="implicit")
+    reference = jax.jit(lambda x, uu: fddp._knot_dynamics(implicit, implicit.data, x, uu))
+    nv = problem.model.nv
+    worst = {}
+    for i in range(q.shape[0]):
+        d = reference(P.KnotState(q[i], v[i], u[i]), u[i])
+        # the torque is the per-joint peak over the substeps: where a joint's torque is zero in
+        # both (the standing state at rest), rounding picks the substep, so its row is compared
+        # only where the torque is not zero
+        peak = np.abs(np.asarray(d.taus)) > 1e-6
+        pairs = {
+            "A": (d.A[: 2 * nv, : 2 * nv], out["state"][i][:, : 2 * nv]),
+            "B": (d.B[: 2 * nv], out["state"][i][:, 2 * nv :]),
+            "forces": (d.forces, out["forces"][i]),
+            "forces_x": (d.forces_x, out["forces_jac"][i][:, : 2 * nv]),
+            "forces_u": (d.forces_u, out["forces_jac"][i][:, 2 * nv :]),
+            "taus": (d.taus, out["taus"][i]),
+            "taus_x": (d.taus_x[peak], out["taus_jac"][i][peak, : 2 * nv]),
+            "taus_u": (d.taus_u[peak], out["taus_jac"][i][peak, 2 * nv :]),
+        }
+        for name, (a, b) in pairs.items():
+            a = np.asarray(a)
+            error = np.max(np.abs(a - b), initial=0.0) / max(np.max(np.abs(a), initial=0.0), 1.0)
+            worst[name] = max(worst.get(name, 0.0), error)
+        np.testing.assert_allclose(out["residual"][i], d.contact_residual, rtol=1e-6, atol=1e-12)
+    assert max(worst.values()) < 1e-8, worst
+
+
+@pytest.mark.slow  # 50 s: both problems' FDDP functions compile
+def test_a_compiled_solve_takes_the_implicit_solves_iterates():
+    problem = _problem(horizon=0.3)
+    a = solve(problem, max_iterations=4, verbose=False)
+    b = solve(problem.replace(derivatives="implicit"), max_iterations=4, verbose=False)
+    assert a.iterations == b.iterations == 4
+    np.testing.assert_allclose(a.cost, b.cost, rtol=1e-9)
+    np.testing.assert_allclose(a.u, b.u, atol=1e-7)
+    assert [h["step"] for h in a.history] == [h["step"] for h in b.history]
+
+
+def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
+    with pytest.raises(ValueError, match="hard and smooth"):
+        _problem(contact="penalty")
+    from contact.terrain import steps
+
+    problem = _problem()
+    rough = problem.data.params.replace(terrain=steps(0.05, 0.3, 0.5))
+    with pytest.raises(ValueError, match="plane terrains"):
+        problem.replace_data(params=rough)
+    with pytest.raises(ValueError, match="linearize_threads=2"):
+        fddp.solve_fddp(problem, us=np.zeros((problem.horizon, problem.nu)),
+                        linearize_threads=2, verbose=False)  # fmt: skip
+    from controllers.mpc import MPC
+
+    with pytest.raises(ValueError, match="linearize_threads=2"):
+        MPC("go2", derivatives="compiled", linearize_threads=2)
+
+
+def test_the_compiled_forward_pass_equals_the_jax_one():
+    """FDDP's forward pass (feedback, step length, defects) in C against
+    `fddp._forward_with_transitions`, at random gains and defects around the trot guess."""
+    problem = _problem()
+    fn = fddp.compiled(problem)
+    xs, us = initial_guess(problem)
+    T, nu, nx = problem.horizon, problem.nu, problem.nx
+    rng = np.random.default_rng(0)
+    k = 0.05 * rng.normal(size=(T, nu))
+    K = 0.05 * rng.normal(size=(T, nu, nx))
+    defects = 1e-3 * rng.normal(size=(T + 1, nx))
+    for alpha in (1.0, 0.25):
+        ours = fddp._forward_compiled(fn, problem.data, xs, us, k, K, defects, alpha)
+        theirs = jax.jit(fddp._forward_with_transitions, static_argnums=0)(
+            problem, problem.data, xs, us, k, K, defects, alpha
+        )
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+            np.testing.assert_allclose(a, np.asarray(b), rtol=1e-9, atol=1e-9)
+
+
+def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
+    """The knots' weighted residuals and their Jacobians in C (`fddp.compiled_knot_costs`)
+    against `fddp._knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
+    `r^T r` and the backward pass's products `R^T r`, `R^T R`, which do not depend on the
+    residuals' order within a term."""
+    problem = _problem()
+    fn = fddp.compiled(problem)
+    data = problem.data
+    xs, us = initial_guess(problem)
+    dyn = fddp.compiled_knot_dynamics(fn, data, xs, us)
+    r, R_x, R_u, r_T, R_T = fddp.compiled_knot_costs(fn, data, xs, us, dyn)
+    knot_costs = jax.jit(fddp._knot_costs, static_argnums=0)
+    for t in range(problem.horizon):
+        d = fddp._index(dyn, t)
+        x = fddp._index(xs, t)
+        r_j, Rx_j, Ru_j = (np.asarray(a) for a in knot_costs(problem, data, x, us[t], t, d))
+        R_j, R_c = np.concatenate([Rx_j, Ru_j], axis=1), np.concatenate([R_x[t], R_u[t]], axis=1)
+        np.testing.assert_allclose(r[t] @ r[t], r_j @ r_j, rtol=1e-10)
+        np.testing.assert_allclose(R_c.T @ r[t], R_j.T @ r_j, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(R_c.T @ R_c, R_j.T @ R_j, rtol=1e-8, atol=1e-8)
+    x_T = fddp._index(xs, problem.horizon)
+    rT_j, RT_j = jax.jit(fddp._linearize_terminal, static_argnums=0)(problem, data, x_T)
+    np.testing.assert_allclose(r_T @ r_T, np.sum(np.asarray(rT_j) ** 2), rtol=1e-10)
+    np.testing.assert_allclose(R_T.T @ R_T, np.asarray(RT_j).T @ np.asarray(RT_j), atol=1e-8)

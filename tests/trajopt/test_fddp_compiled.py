@@ -1,0 +1,194 @@
+"""The compiled FDDP iteration (issue 15, item 3) against independent references.
+
+- the `lax.scan` Riccati recursion (`fddp._backward`) equals a NumPy recursion written here
+  (the solver's former backward pass) to 1e-10 on random data, and flags a `Q_uu` that is not
+  positive definite where NumPy's Cholesky refuses it;
+- all knots linearised in one call equal the per-knot jitted linearisation;
+- the line search in one call accepts the same step as trying `ALPHAS` one by one on the host.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from trajopt import fddp
+from trajopt.gaits import make_problem
+from trajopt.solver import initial_guess
+
+
+def numpy_backward(A, B, r, Rx, Ru, rT, RT, defects, mu):
+    """Riccati recursion in NumPy float64; `(k, K, dV1, dV2)` or None if a `Q_uu` is not PD."""
+    T, nx, nu = B.shape
+    k = np.zeros((T, nu))
+    K = np.zeros((T, nu, nx))
+    Vx, Vxx = RT.T @ rT, RT.T @ RT
+    dV1 = dV2 = 0.0
+    for t in range(T - 1, -1, -1):
+        vx = Vx + Vxx @ defects[t + 1]
+        Qx = Rx[t].T @ r[t] + A[t].T @ vx
+        Qu = Ru[t].T @ r[t] + B[t].T @ vx
+        Qxx = Rx[t].T @ Rx[t] + A[t].T @ Vxx @ A[t]
+        Quu = Ru[t].T @ Ru[t] + B[t].T @ Vxx @ B[t] + mu * np.eye(nu)
+        Qux = Ru[t].T @ Rx[t] + B[t].T @ Vxx @ A[t]
+        try:
+            np.linalg.cholesky(Quu)
+        except np.linalg.LinAlgError:
+            return None
+        k[t] = -np.linalg.solve(Quu, Qu)
+        K[t] = -np.linalg.solve(Quu, Qux)
+        dV1 += k[t] @ Qu
+        dV2 += k[t] @ Quu @ k[t]
+        Vx = Qx + K[t].T @ Quu @ k[t] + K[t].T @ Qu + Qux.T @ k[t]
+        Vxx = Qxx + K[t].T @ Quu @ K[t] + K[t].T @ Qux + Qux.T @ K[t]
+        Vxx = 0.5 * (Vxx + Vxx.T)
+    return k, K, dV1, dV2
+
+
+def random_linearisation(rng, T=7, nx=6, nu=3, nr=9, nr_T=5):
+    A = np.eye(nx) + 0.1 * rng.normal(size=(T, nx, nx))
+    B = rng.normal(size=(T, nx, nu))
+    r = rng.normal(size=(T, nr))
+    Rx = rng.normal(size=(T, nr, nx))
+    Ru = rng.normal(size=(T, nr, nu))
+    rT, RT = rng.normal(size=nr_T), rng.normal(size=(nr_T, nx))
+    defects = 0.1 * rng.normal(size=(T + 1, nx))
+    return (A, B, r, Rx, Ru, rT, RT), defects
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_backward_pass_equals_the_numpy_recursion(seed):
+    lin, defects = random_linearisation(np.random.default_rng(seed))
+    for mu in (0.0, 1e-6, 1.0):
+        k, K, dV1, dV2, ok = jax.jit(fddp._backward)(lin, defects, mu)
+        k_ref, K_ref, dV1_ref, dV2_ref = numpy_backward(*lin, defects, mu)
+        assert bool(ok)
+        scale = max(1.0, np.abs(K_ref).max())
+        np.testing.assert_allclose(np.asarray(k), k_ref, rtol=0, atol=1e-10 * scale)
+        np.testing.assert_allclose(np.asarray(K), K_ref, rtol=0, atol=1e-10 * scale)
+        assert float(dV1) == pytest.approx(dV1_ref, rel=1e-10)
+        assert float(dV2) == pytest.approx(dV2_ref, rel=1e-10)
+
+
+def test_compiled_backward_pass_flags_an_indefinite_q_uu():
+    rng = np.random.default_rng(3)
+    lin, defects = random_linearisation(rng)
+    A, B, r, Rx, Ru, rT, RT = lin
+    Ru = 1e-3 * Ru  # nearly no control cost: -mu makes Q_uu indefinite at some knot
+    lin = (A, B, r, Rx, Ru, rT, np.zeros_like(RT))
+    mu = -1.0
+    assert numpy_backward(*lin, defects, mu) is None
+    *_, ok = jax.jit(fddp._backward)(lin, defects, mu)
+    assert not bool(ok)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    problem = make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.02, substeps=2)
+    fn = fddp.compiled(problem)
+    _, us = initial_guess(problem, guess="standing")
+    xs, _, _ = fn.rollout(problem.data, us)
+    return problem, fn, xs, us
+
+
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
+def test_all_knots_in_one_call_equal_the_per_knot_linearisation(tiny):
+    problem, fn, xs, us = tiny
+    lin = fddp.linearize_all(fn, problem.data, xs, us)
+    for t in range(problem.horizon):
+        knot = fn.linearize(problem.data, fddp._index(xs, t), us[t], t)
+        for a, b in zip(lin[:5], knot):
+            np.testing.assert_allclose(a[t], np.asarray(b), rtol=1e-12, atol=1e-12)
+    for a, b in zip(lin[5:], fn.linearize_terminal(problem.data, fddp._index(xs, problem.horizon))):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
+def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(tiny):
+    problem, fn, xs, us = tiny
+    data = problem.data
+    cost, _, defects, _, _ = fn.evaluate(data, xs, us)
+    defects = np.asarray(defects)
+    lin = fn.linearize_all(data, xs, us)
+    k, K, *_ = fn.backward(lin, defects, 1e-6)
+    for merit_old in (fddp._merit(cost, defects), float(cost) - 1e-3, -1.0):
+        expected = -1
+        for i, alpha in enumerate(fddp.ALPHAS):  # the former host loop, one call per step
+            xs_t, us_t = fn.forward(data, xs, us, k, K, defects, alpha)
+            c_t, _, d_t, _, _ = fn.evaluate(data, xs_t, us_t)
+            if np.isfinite(float(c_t)) and fddp._merit(c_t, np.asarray(d_t)) < merit_old:
+                expected = i
+                break
+        index, trials, (xs_t, us_t, c_t, *_) = fn.line_search(
+            data, xs, us, k, K, defects, merit_old
+        )
+        assert int(index) == expected, merit_old
+        assert int(trials) == (expected + 1 if expected >= 0 else len(fddp.ALPHAS))
+        if expected >= 0:
+            xs_ref, us_ref = fn.forward(data, xs, us, k, K, defects, fddp.ALPHAS[expected])
+            np.testing.assert_allclose(np.asarray(us_t), np.asarray(us_ref), atol=1e-12)
+            np.testing.assert_allclose(np.asarray(xs_t.q), np.asarray(xs_ref.q), atol=1e-12)
+
+
+def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny):
+    """`rollout_and_evaluate` and a forward pass's trial evaluated from its own transitions
+    (`_evaluate_transitions`, what the line search does) equal `_evaluate`, which simulates
+    every knot again: cost, terms, defects (an infeasible trial: alpha < 1 leaves them),
+    forces and torques."""
+    problem, fn, xs, us = tiny
+    data = problem.data
+
+    def close(ours, ref):
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+    xs_r, *evaluated = fn.rollout_and_evaluate(data, us)
+    close(xs_r, xs)
+    close(evaluated, fn.evaluate(data, xs, us))
+    rng = np.random.default_rng(0)
+    k = jnp.asarray(rng.normal(scale=0.05, size=us.shape))
+    K = jnp.zeros((problem.horizon, problem.nu, problem.nx))
+    defects = jnp.asarray(rng.normal(scale=1e-3, size=(problem.horizon + 1, problem.nx)))
+
+    @jax.jit
+    def both(alpha):
+        xs_t, us_t, *transitions = fddp._forward_with_transitions(
+            problem, data, xs, us, k, K, defects, alpha
+        )
+        return (fddp._evaluate_transitions(problem, data, xs_t, us_t, *transitions),
+                fddp._evaluate(problem, data, xs_t, us_t))  # fmt: skip
+
+    ours, ref = both(0.5)
+    close(ours, ref)
+    assert float(np.max(np.abs(np.asarray(ref[2])))) > 1e-5  # the trial's defects are not zero
+
+
+def test_two_threads_linearise_exactly_what_one_call_does(tiny):
+    """`linearize_in_two_threads` (the horizon's halves at the same time; the tiny problem's 3
+    knots are odd, so the second half repeats the last knot) equals `linearize_all` exactly,
+    on its first call (both halves in the caller, compiling once) and on a threaded one."""
+    problem, fn, xs, us = tiny
+    reference = fn.linearize_all(problem.data, xs, us)
+    for _ in range(2):
+        lin = fddp.linearize_in_two_threads(fn, problem.data, xs, us)
+        for name, a, b in zip(fddp.Linearization._fields, lin, reference):
+            assert np.shape(a) == np.shape(b), name
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+    assert fn.linearize_knots_ready
+
+
+def test_linearize_threads_is_checked_before_any_work(tiny):
+    problem, _, _, us = tiny
+    for bad in (0, 3, 1.5):
+        with pytest.raises(ValueError, match="linearize_threads must be 1 or 2"):
+            fddp.solve_fddp(problem, None, us, linearize_threads=bad)
+
+
+@pytest.mark.slow  # compiles the line search and the backward pass of the tiny problem
+def test_solves_with_one_and_two_linearisation_threads_are_the_same(tiny):
+    problem, _, _, us = tiny
+    one = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False)
+    two = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False, linearize_threads=2)
+    assert one[2]["iterations"] == two[2]["iterations"] == 3
+    assert one[2]["cost"] == two[2]["cost"]
+    np.testing.assert_array_equal(np.asarray(one[1]), np.asarray(two[1]))

@@ -1,0 +1,277 @@
+"""Trajectory optimisation: solver derivatives, solver behaviour, persistence and bad inputs.
+
+The end-to-end trot acceptance tests live in `test_trajopt_gaits.py`.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import contact
+from trajopt import fddp
+from trajopt import problem as P
+from trajopt.gaits import make_problem
+from trajopt.solver import initial_guess, solve
+from trajopt.trajectory import Trajectory
+
+
+@pytest.fixture(scope="module")
+def short_problem():
+    """Solo12 trot, 3 knots of 20 ms: small enough to differentiate numerically."""
+    return make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.02, substeps=2)
+
+
+@pytest.fixture(scope="module")
+def short_solution(short_problem):
+    return solve(short_problem, max_iterations=3, verbose=False)
+
+
+def test_linearization_matches_central_differences(short_problem):
+    """A, B and the residual Jacobians used by FDDP against central differences in the tangent
+    space (h = 1e-6; error budget h^2 f''' + eps/h, ~1e-6 of the Jacobian's scale)."""
+    problem = short_problem
+    fn = fddp.compiled(problem)
+    data = problem.data
+    xs, us = initial_guess(problem)
+    xs, _, _ = fn.rollout(data, us)
+    t = 1
+    x, u = fddp._index(xs, t), us[t] + 0.05
+    A, B, r, Rx, Ru = (np.asarray(a) for a in fn.linearize(data, x, u, t))
+
+    @jax.jit
+    def outputs(dx, du):
+        nominal, _, _ = P.transition(problem, data, x, u)
+        xp = P.retract(problem, x, dx)
+        nxt, forces, taus = P.transition(problem, data, xp, u + du)
+        res = P.running_residuals(
+            problem, data, xp, u + du, forces, taus, P.reference_at(data.reference, t)
+        )
+        return P.local(problem, nominal, nxt), P.weighted(res, data.weights)
+
+    h = 1e-6
+    dx0, du0 = jnp.zeros(problem.nx), jnp.zeros(problem.nu)
+    for jac_next, jac_res, n, arg in ((A, Rx, problem.nx, 0), (B, Ru, problem.nu, 1)):
+        num_next, num_res = [], []
+        for i in range(n):
+            e = jnp.zeros(n).at[i].set(h)
+            plus = outputs(dx0 + e, du0) if arg == 0 else outputs(dx0, du0 + e)
+            minus = outputs(dx0 - e, du0) if arg == 0 else outputs(dx0, du0 - e)
+            num_next.append((plus[0] - minus[0]) / (2 * h))
+            num_res.append((plus[1] - minus[1]) / (2 * h))
+        for ours, num in ((jac_next, np.stack(num_next, 1)), (jac_res, np.stack(num_res, 1))):
+            err = np.max(np.abs(ours - num)) / np.max(np.abs(num))
+            assert err < 1e-5, f"Jacobian vs central differences: relative error {err:.2e}"
+    np.testing.assert_allclose(r, outputs(dx0, du0)[1], atol=1e-12)
+
+
+def test_solver_decreases_cost_and_reports_terms(short_problem, short_solution):
+    traj = short_solution
+    assert traj.status in ("converged", "max_iterations")
+    costs = [h["cost"] for h in traj.history]
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:]))
+    assert set(traj.term_costs) == set(short_problem.data.weights)
+    assert np.isclose(sum(traj.term_costs.values()), traj.cost)
+    assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.u))
+
+
+def test_solution_resimulates_open_loop(short_problem, short_solution):
+    """The knot states are what the contact simulator produces from the controls (single
+    shooting), re-simulated here with `contact.step` and the same PD, sub-step by sub-step."""
+    problem, traj = short_problem, short_solution
+    model, data = problem.model, problem.data
+    state = dynamics_state(traj.q[0], traj.v[0])
+    kp = float(data.gains[0])
+    for t in range(problem.horizon):
+        for _ in range(problem.substeps):
+            tau = jnp.clip(
+                kp * (traj.u[t] - state.q[7:]), -model.effort_limit[6:], model.effort_limit[6:]
+            )
+            state, _ = contact.step(
+                model,
+                data.params,
+                state,
+                tau,
+                contact=problem.contact,
+                num_sweeps=problem.num_sweeps,
+            )
+        np.testing.assert_allclose(state.q, traj.q[t + 1], atol=1e-9)
+
+
+def dynamics_state(q, v):
+    from dynamics import State
+
+    return State(jnp.asarray(q), jnp.asarray(v))
+
+
+def test_multiple_shooting_closes_defects(short_problem):
+    traj = solve(short_problem, shooting="multiple", max_iterations=6, verbose=False)
+    assert traj.meta["defects"] < 1e-6, "a full FDDP step closes the gaps"
+    single = solve(short_problem, max_iterations=6, verbose=False)
+    assert traj.cost < 1.05 * single.cost + 1e-6
+
+
+@pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
+def test_lbfgs_reduces_cost(short_problem):
+    xs, us = initial_guess(short_problem)
+    fn = fddp.compiled(short_problem)
+    start = float(fn.evaluate(short_problem.data, fn.rollout(short_problem.data, us)[0], us)[0])
+    traj = solve(short_problem, solver="lbfgs", max_iterations=15, verbose=False)
+    assert traj.cost < 0.9 * start
+    assert traj.status in ("converged", "max_iterations", "line_search_failed")
+    # a spent time budget stops at the last accepted iterate, with its status
+    timed = solve(short_problem, solver="lbfgs", max_iterations=15, time_budget=0.0, verbose=False)
+    assert timed.status == "time_budget" and timed.iterations == 1
+    assert timed.cost < start and np.all(np.isfinite(timed.u))
+
+
+def test_warm_start_and_shift(short_problem, short_solution):
+    shifted = short_solution.shifted(1)
+    np.testing.assert_allclose(shifted.u[:-1], short_solution.u[1:])
+    np.testing.assert_allclose(shifted.u[-1], short_solution.u[-1])
+    warm = solve(short_problem, init=short_solution, max_iterations=2, verbose=False)
+    assert warm.cost <= short_solution.cost + 1e-9
+
+
+def test_save_load_roundtrip(tmp_path, short_solution):
+    npz, js = short_solution.save(str(tmp_path / "trot"))
+    loaded = Trajectory.load(npz)
+    np.testing.assert_array_equal(loaded.q, short_solution.q)
+    np.testing.assert_array_equal(loaded.u, short_solution.u)
+    assert loaded.status == short_solution.status
+    assert loaded.meta["robot"] == "solo12" and loaded.meta["solver"] == "fddp-single"
+    assert loaded.term_costs.keys() == short_solution.term_costs.keys()
+    np.testing.assert_array_equal(loaded.feedback, short_solution.feedback)
+    with pytest.raises(FileNotFoundError):
+        Trajectory.load(str(tmp_path / "missing"))
+
+
+def test_feedback_gains_predict_the_re_solved_first_control(short_problem):
+    """`Trajectory.feedback` is the Riccati law around the plan: after a small change of the
+    initial state `dx0`, the re-converged plan's first control moves by about `K_0 dx0`
+    (first order; the solver is the reference, not the formula). Measured: the law explains
+    55 % of the change (|du - K dx0| = 0.45 |du|; the rest is the contact's nonlinearity); a
+    wrong gain (transposed, another knot's, of the wrong sign) leaves |du - K dx0| >= |du|."""
+    from trajopt.problem import KnotState
+
+    base = solve(short_problem, max_iterations=30, verbose=False)
+    K = base.feedback
+    assert K.shape == (short_problem.horizon, short_problem.nu, short_problem.nx)
+    x0 = short_problem.data.x0
+    nv = short_problem.model.nv
+    dx0 = np.zeros(short_problem.nx)
+    dx0[6:nv] = 2e-3 * np.cos(np.arange(nv - 6))  # joint positions
+    dx0[nv + 6 : 2 * nv] = 2e-2 * np.sin(np.arange(nv - 6))  # joint velocities
+    moved = KnotState(x0.q.at[7:].add(dx0[6:nv]), x0.v + dx0[nv : 2 * nv], x0.u_prev)
+    again = solve(short_problem.replace_data(x0=moved), init=base, max_iterations=30,
+                  verbose=False)  # fmt: skip
+    du, predicted = again.u[0] - base.u[0], K[0] @ dx0
+    assert np.linalg.norm(du) > 1e-4  # the change is visible
+    assert np.linalg.norm(du - predicted) < 0.6 * np.linalg.norm(du)
+
+
+def test_diverging_problem_stops_with_status_and_no_nan(short_problem):
+    problem = short_problem  # shares its compiled functions
+    # A simulation that produces NaN from the first knot (a NaN PD gain poisons every torque;
+    # a NaN in StepParams is rejected when built): the solver stops at once with "diverged"
+    # and hands back finite arrays.
+    nan_gains = problem.replace_data(gains=jnp.asarray([jnp.nan, 0.0]))
+    traj = solve(nan_gains, max_iterations=3, verbose=False)
+    assert traj.status == "diverged"
+    assert np.all(np.isfinite(traj.q)) and not np.isnan(traj.cost)
+    # An absurd time step with huge gains: whatever the solver manages, nothing is NaN.
+    params = problem.data.params.replace(dt=5.0, joint_damping=0.0)
+    bad = problem.replace_data(params=params, gains=jnp.asarray([1e9, 0.0]))
+    traj = solve(bad, max_iterations=3, verbose=False)
+    assert traj.status in ("diverged", "line_search_failed", "max_iterations", "converged")
+    assert np.all(np.isfinite(traj.q)) and np.all(np.isfinite(traj.u))
+    assert not np.isnan(traj.cost)
+
+
+def test_bad_inputs_give_clear_errors(short_problem):
+    with pytest.raises(ValueError, match="unknown gait 'gallop'; available gaits: stand"):
+        make_problem("go2", "gallop")
+    with pytest.raises(ValueError, match="duration must be positive"):
+        make_problem("go2", "trot", duration=-1.0)
+    with pytest.raises(ValueError, match="horizon must be a positive number of knots"):
+        short_problem.replace(horizon=-3)
+    x0 = short_problem.data.x0
+    nan_x0 = dataclasses.replace(x0, q=x0.q.at[0].set(jnp.nan))
+    with pytest.raises(ValueError, match="initial state q contains NaN"):
+        short_problem.replace_data(x0=nan_x0)
+    model = short_problem.model
+    no_torque = model.replace(effort_limit=np.zeros(model.nv))
+    with pytest.raises(ValueError, match="infeasible torque bounds"):
+        short_problem.replace(model=no_torque)
+    with pytest.raises(ValueError, match="unknown cost terms"):
+        short_problem.replace_data(weights={"happiness": 1.0})
+    with pytest.raises(ValueError, match="solver must be one of"):
+        solve(short_problem, solver="magic")
+    with pytest.raises(ValueError, match="linearize_threads must be 1 or 2, got 0"):
+        solve(short_problem, linearize_threads=0)
+    with pytest.raises(ValueError, match="linearize_threads=2 is FDDP's; solver 'lbfgs'"):
+        solve(short_problem, solver="lbfgs", linearize_threads=2)
+
+
+def test_progress_callback_and_timestamps(short_problem):
+    records = []
+    traj = solve(short_problem, max_iterations=2, verbose=False, callback=records.append)
+    assert len(records) == traj.iterations == len(traj.history)
+    times = [r["time"] for r in records]
+    assert all(b >= a for a, b in zip(times, times[1:]))
+    assert {"iteration", "cost", "step", "defects", "mu", "terms"} <= set(records[0])
+
+
+def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
+    short_problem, short_solution, capsys
+):
+    """Issue 15, bad input: a linearisation point whose impulse solves have not converged still
+    gives finite derivatives, and the solver reports the residual. The first iteration's report
+    is the largest residual of the knots' solves at the start (every knot linearised in one
+    call). At the solvers' 10 sweeps the trot's later iterates are such points (measured: 5e-5,
+    6.6e-3, 9.3e-3 m/s at the three linearisation points, so 2 of 3 above the tolerance)."""
+    problem, fn = short_problem, fddp.compiled(short_problem)
+    _, us = initial_guess(problem)
+    xs, _, _ = fn.rollout(problem.data, us)
+    lin = fddp.linearize_all(fn, problem.data, xs, us)
+    assert lin.contact_residual.shape == (problem.horizon,)
+    first = short_solution.history[0]["contact_residual"]
+    assert first == pytest.approx(float(np.max(lin.contact_residual)), rel=1e-12)
+    recorded = [h["contact_residual"] for h in short_solution.history]
+    unconverged = sum(r > fddp.CONTACT_RESIDUAL_TOLERANCE for r in recorded)
+    assert short_solution.meta["contact_residual"] >= max(recorded)
+    assert short_solution.meta["unconverged_linearizations"] >= unconverged >= 1
+
+    # the solution itself is such a point: its derivatives are finite
+    xs, us = initial_guess(problem, short_solution)
+    at_solution = fddp.linearize_all(fn, problem.data, xs, us)
+    assert float(np.max(at_solution.contact_residual)) > fddp.CONTACT_RESIDUAL_TOLERANCE
+    assert all(np.all(np.isfinite(a)) for a in at_solution)
+    report = fddp._contact_report(recorded, problem.num_sweeps, verbose=True)
+    assert report["unconverged_linearizations"] == unconverged
+    assert f"at {unconverged} of {len(recorded)} linearisation points" in capsys.readouterr().out
+
+
+def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve():
+    """`Problem(derivatives="implicit")`: the knot linearisation FDDP uses (A, B, residual
+    Jacobians) equals the unrolled one where the impulse solve has converged (1e-6 relative,
+    the issue's bar); the dynamics are the same, the structure (compiled functions) is not."""
+    base = make_problem("solo12", "trot", 0.3, duration=0.04, dt=0.02, substeps=1,
+                        num_sweeps=100)  # fmt: skip
+    implicit = base.replace(derivatives="implicit")
+    assert fddp.structure_key(base) != fddp.structure_key(implicit)
+    xs, us = initial_guess(base)
+    xs, _, _ = fddp.compiled(base).rollout(base.data, us)
+    t = 1
+    x, u = fddp._index(xs, t), us[t] + 0.05
+    _, _, _, residual = P.transition_with_residual(base, base.data, x, u)
+    assert float(residual) < 1e-9  # converged: the two derivatives must agree
+    ours = fddp.compiled(implicit).linearize(implicit.data, x, u, t)
+    ref = fddp.compiled(base).linearize(base.data, x, u, t)
+    for a, b, name in zip(ours, ref, ("A", "B", "r", "R_x", "R_u")):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), name
+    with pytest.raises(ValueError, match="derivatives must be one of"):
+        make_problem("solo12", "trot", 0.3, duration=0.04, derivatives="exact")
