@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from contact import StepParams, flat
-from contact.step import step
-from dynamics.actuator import default_gains, pd_torque
+from contact.plant import JointPD, simulate_pd, went_bad
+from dynamics.actuator import default_gains
 from dynamics.configuration import State
 
 from .mpc import MPC
@@ -83,20 +83,18 @@ class ClosedLoopResult:
 
 
 @functools.lru_cache(maxsize=8)
-def _advance(model, steps: int, contact: str, num_sweeps: int):
+def plant_advance(model, steps: int, contact: str, num_sweeps: int):
     """Jitted `(params, state, targets, kp) -> (state, mean forces, bad)`: `steps` plant steps
-    under the PD toward `targets` (cached per model and step count); `bad ()` is true if the
-    simulator flagged a bad state on the way (`StepInfo.bad_state`/`bad_result`: NaN,
-    infinity, a non-unit base quaternion)."""
+    (`contact.plant.simulate_pd`) under the PD toward `targets` (cached per model and step
+    count); `bad ()` is true if the simulator flagged a bad state on the way
+    (`StepInfo.bad_state`/`bad_result`: NaN, infinity, a non-unit base quaternion)."""
 
     def run(params, state, targets, kp):
-        def body(s, _):
-            tau = pd_torque(model, s, targets, kp, 0.0)
-            nxt, info = step(model, params, s, tau, contact=contact, num_sweeps=num_sweeps)
-            return nxt, (info.force, info.bad_state | info.bad_result)
-
-        final, (forces, bad) = jax.lax.scan(body, state, None, length=steps)
-        return final, jnp.mean(forces, axis=0), jnp.any(bad)
+        final, trace = simulate_pd(
+            model, params, state, JointPD(targets, kp), steps, contact=contact,
+            num_sweeps=num_sweeps,
+        )  # fmt: skip
+        return final, jnp.mean(trace.info.force, axis=0), went_bad(trace)
 
     return jax.jit(run)
 
@@ -154,7 +152,7 @@ def run_mpc(
         params = StepParams(terrain=flat(friction=0.8), dt=sim_dt, joint_damping=kd)
     if initial_state is None:
         initial_state = State(jnp.asarray(model.q_standing), jnp.zeros(model.nv))
-    advance = _advance(model, steps, contact, num_sweeps)
+    advance = plant_advance(model, steps, contact, num_sweeps)
     n = int(round(duration / mpc.dt))
     state = initial_state
     qs, vs = [np.asarray(state.q)], [np.asarray(state.v)]

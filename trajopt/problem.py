@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from contact import StepParams, signed_distance
-from contact import step as contact_step
 from contact.foot_contacts import compute_foot_contacts
+from contact.plant import JointPD, delivered_torque, peak_torque, simulate_pd
 from dynamics.actuator import pd_torque
 from dynamics.configuration import State, difference, integrate
 from dynamics.model import Model
@@ -232,13 +232,21 @@ def validate(problem: Problem) -> None:
 
 
 # ------------------------------------------------------------------------------ knot dynamics
-def joint_torque(problem: Problem, data: ProblemData, state: State, u):
-    """Actuator torques `(nu,)` for control `u` at `state` (see module docstring)."""
+def joint_command(problem: Problem, data: ProblemData, u) -> JointPD:
+    """The plant's held joint command for control `u (nu,)` (see module docstring): the PD
+    toward `u` with the problem's gains, or (`control="torque"`) the feed-forward torque
+    `tau_max tanh(u / tau_max)` with no feedback."""
     model = problem.model
     if problem.control == "pd":
-        return pd_torque(model, state, u, data.gains[0], data.gains[1])
+        return JointPD(u, data.gains[0], data.gains[1])
     limit = jnp.asarray(model.effort_limit)[model.nv - model.nu :]
-    return limit * jnp.tanh(u / limit)
+    return JointPD(jnp.zeros_like(u), 0.0, 0.0, 0.0, limit * jnp.tanh(u / limit))
+
+
+def joint_torque(problem: Problem, data: ProblemData, state: State, u):
+    """Actuator torques `(nu,)` for control `u` at `state` (see module docstring)."""
+    c = joint_command(problem, data, u)
+    return pd_torque(problem.model, state, c.q_target, c.kp, c.kd, c.qd_target, c.tau_ff)
 
 
 def transition(problem: Problem, data: ProblemData, x: KnotState, u):
@@ -266,29 +274,21 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
     sweeps, are those of an approximation of the Coulomb fixed point (with the step's implicit
     derivatives they would be of the fixed point instead: BENCHMARKS.md, "Derivatives through
     contact")."""
-    nvb = problem.model.nv - problem.model.nu
-
-    def sub(state, _):
-        tau = joint_torque(problem, data, state, u)
-        nxt, info = contact_step(
-            problem.model,
-            data.params,
-            state,
-            tau,
-            contact=problem.contact,
-            num_sweeps=problem.num_sweeps,
-            derivatives=step_derivatives(problem),
-            # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
-            rigid_body_derivatives="jacobian",
-        )
-        total = tau - data.params.joint_damping * nxt.v[nvb:]
-        return nxt, (info.force, total, info.residual)
-
-    state, (forces, taus, residuals) = jax.lax.scan(
-        sub, State(x.q, x.v), None, length=problem.substeps
+    final, trace = simulate_pd(
+        problem.model,
+        data.params,
+        State(x.q, x.v),
+        joint_command(problem, data, u),
+        problem.substeps,
+        contact=problem.contact,
+        num_sweeps=problem.num_sweeps,
+        derivatives=step_derivatives(problem),
+        # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
+        rigid_body_derivatives="jacobian",
     )
-    peak = jnp.take_along_axis(taus, jnp.argmax(jnp.abs(taus), axis=0)[None], axis=0)[0]
-    return KnotState(state.q, state.v, u), jnp.mean(forces, axis=0), peak, jnp.max(residuals)
+    forces = jnp.mean(trace.info.force, axis=0)
+    peak = peak_torque(delivered_torque(problem.model, data.params, trace))
+    return KnotState(final.q, final.v, u), forces, peak, jnp.max(trace.info.residual)
 
 
 def retract(problem: Problem, x: KnotState, dx):

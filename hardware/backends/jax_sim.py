@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import contact as contact_lib
-from dynamics.actuator import pd_torque
+from contact.plant import JointPD, hold_pd
 from dynamics.configuration import State
 from dynamics.model import Model
 
@@ -39,19 +39,11 @@ from .driven import DrivenRobot
 
 
 def _held_command_rollout(model, params, state, q_t, qd_t, kp, kd, tau_ff, num_steps, contact):
-    """`num_steps` physics steps under the PD law of one held command.
+    """`num_steps` physics steps under the PD law of one held command (`contact.plant.hold_pd`).
 
     Returns `(state_before_last_step, final_state, tau_of_last_step)`."""
-
-    def body(_, carry):
-        s, _, _ = carry
-        tau = pd_torque(model, s, q_t, kp, kd, qd_t, tau_ff)
-        s_next, _ = contact_lib.step(model, params, s, tau, contact=contact)
-        return s_next, s, tau
-
-    tau0 = jnp.zeros(model.nu, dtype=state.v.dtype)
-    final, before, tau = jax.lax.fori_loop(0, num_steps, body, (state, state, tau0))
-    return before, final, tau
+    command = JointPD(q_t, kp, kd, qd_t, tau_ff)
+    return hold_pd(model, params, state, command, num_steps, contact=contact)
 
 
 _ROLLOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {key: jitted}

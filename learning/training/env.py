@@ -57,9 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from contact import StepParams, flat
-from contact.step import step as contact_step
+from contact.plant import JointPD, simulate_pd, went_bad
 from dynamics import spatial
-from dynamics.actuator import default_gains, pd_torque
+from dynamics.actuator import default_gains
 from dynamics.backend import JaxOps
 from dynamics.configuration import State
 from trajopt.gait_clock import check_gait_period, gait_clock
@@ -440,30 +440,20 @@ class LocomotionEnv:
         kp = self.kp * params.kp_scale
         kd = self.kd * params.kd_scale
         soft_limit = self.config.rewards.joint_velocity_soft_limit * self.velocity_limit
+        rate = None
         if self.config.safety_limits:
             target = jnp.clip(target, self.lower_limit, self.upper_limit)
-            max_step = self.velocity_limit * self.config.sim_dt
-
-        def body(carry, _):
-            s, last = carry
-            if self.config.safety_limits:
-                step_target = last + jnp.clip(target - last, -max_step, max_step)
-            else:
-                step_target = target
-            tau = pd_torque(model, s, step_target, kp, 0.0)
-            s_next, info = contact_step(
-                model, step_params, s, tau, contact=self.config.contact,
-                num_sweeps=self.config.num_sweeps,
-            )  # fmt: skip
-            applied = tau - kd * s.v[6:]
-            excess = jnp.maximum(jnp.abs(s_next.v[6:]) - soft_limit, 0.0)
-            bad = info.bad_state | info.bad_result
-            return (s_next, step_target), (jnp.sum(applied**2), jnp.sum(excess**2), bad)
-
-        (sim, last), (torque_sq, excess_sq, bad) = jax.lax.scan(
-            body, (sim, previous_target), None, length=self.decimation
-        )
-        return sim, last, jnp.mean(torque_sq), jnp.mean(excess_sq), jnp.any(bad)
+            rate = self.velocity_limit
+        sim, trace = simulate_pd(
+            model, step_params, sim, JointPD(target, kp), self.decimation,
+            target_rate=rate, previous_target=previous_target, contact=self.config.contact,
+            num_sweeps=self.config.num_sweeps,
+        )  # fmt: skip
+        applied = trace.torque - kd * trace.state.v[:, 6:]
+        excess = jnp.maximum(jnp.abs(trace.velocity[:, 6:]) - soft_limit, 0.0)
+        torque_sq = jnp.sum(applied**2, axis=-1)
+        excess_sq = jnp.sum(excess**2, axis=-1)
+        return sim, trace.q_target[-1], jnp.mean(torque_sq), jnp.mean(excess_sq), went_bad(trace)
 
     def _push(self, state: EnvState, sim: State, key) -> State:
         """With probability `CONTROL_DT / push_interval`, add a world-frame xy velocity kick
