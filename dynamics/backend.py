@@ -1,10 +1,12 @@
 """Array backends: the rigid-body algorithms are written once against this small interface.
 
 The algorithms in `kinematics.py`, `newton_euler.py`, `composite_inertia.py`,
-`articulated_body.py` and `centroidal.py` only use:
+`articulated_body.py`, `centroidal.py` and the configuration manifold's `integrate` /
+`difference` (`configuration.py`) only use:
 
 - `+`, `-`, `*` by a scalar, `.T`, integer and slice indexing of vectors `x[i]`, `x[a:b]`;
-- the functions of an `Ops` object below (matrix products, stacking, trig, small solves).
+- the functions of an `Ops` object below (matrix products, stacking, trig, norms, `where`,
+  small solves).
 
 Two implementations exist: `JaxOps` (jax.numpy arrays, jit/vmap/grad-able) and `CasadiOps`
 (CasADi `SX` symbols, for the IPOPT backend). Vectors are 1-D `(n,)` arrays in JAX and `(n, 1)`
@@ -87,6 +89,21 @@ class JaxOps:
     def sqrt(self, x):
         return jnp.sqrt(x)
 
+    def atan2(self, y, x):
+        return jnp.arctan2(y, x)
+
+    def sumsq(self, x):
+        """`sum_i x_i^2` of a vector."""
+        return jnp.sum(x * x, axis=-1)
+
+    def norm(self, x):
+        """The Euclidean norm of a vector."""
+        return jnp.linalg.norm(x)
+
+    def where(self, condition, a, b):
+        """`a` where `condition` holds, else `b` (elementwise, both evaluated)."""
+        return jnp.where(condition, a, b)
+
     def inv(self, a):
         return jnp.linalg.inv(a)
 
@@ -155,6 +172,18 @@ class CasadiOps:
 
     def sqrt(self, x):
         return ca.sqrt(x)
+
+    def atan2(self, y, x):
+        return ca.atan2(y, x)
+
+    def sumsq(self, x):
+        return ca.sumsqr(x)
+
+    def norm(self, x):
+        return ca.norm_2(x)
+
+    def where(self, condition, a, b):
+        return ca.if_else(condition, a, b)
 
     def inv(self, a):
         # Only used for the 6x6 articulated inertia of a free-flyer root in ABA; a

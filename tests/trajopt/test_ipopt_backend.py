@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from contact import incline, steps
-from trajopt import fddp, gaits, ipopt
+from trajopt import casadi_model, fddp, gaits, ipopt
 from trajopt import problem as P
 from trajopt.solver import initial_guess, solve
 
@@ -96,9 +96,9 @@ def _jax_transition(contact, control):
 def test_casadi_transition_matches_jax(contact, control, terrain):
     terrain = incline(0.1, friction=0.6) if terrain == "incline" else None
     pr = _problem(contact, control, terrain)
-    knot = ipopt.knot_function(pr)
+    knot = casadi_model.knot_function(pr)
     rng = np.random.default_rng(7)
-    ref = ipopt.reference_vector(pr, 0)
+    ref = casadi_model.reference_vector(pr, 0)
     u_prev = np.asarray(pr.data.x0.u_prev)
     transition = _jax_transition(contact, control)
     touching = 0
@@ -107,7 +107,7 @@ def test_casadi_transition_matches_jax(contact, control, terrain):
         x = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
         nxt, forces, taus = transition(pr.data, x, jnp.asarray(u))
         x_next, _, f_ca, tau_ca = knot(np.concatenate([q, v, u_prev]), u, ref)
-        expected = ipopt.flatten(jax.tree_util.tree_map(lambda a: a[None], nxt))[0]
+        expected = casadi_model.flatten(jax.tree_util.tree_map(lambda a: a[None], nxt))[0]
         np.testing.assert_allclose(np.asarray(x_next).ravel(), expected, rtol=0, atol=1e-9)
         scale = 1.0 + np.max(np.abs(forces))
         np.testing.assert_allclose(np.asarray(f_ca), forces, rtol=0, atol=1e-9 * scale)
@@ -127,7 +127,7 @@ def test_casadi_knot_jacobian_matches_central_differences():
     `transition` (same states, 1 substep) the CasADi Jacobian agreed to 2e-13; not run here,
     compiling the JAX Jacobian takes ~35 s."""
     pr = _problem("smooth", "pd")
-    knot, retract = ipopt.knot_function(pr), ipopt.retract_function(pr)
+    knot, retract = casadi_model.knot_function(pr), casadi_model.retract_function(pr)
     nx, nu = pr.nx, pr.nu
     dx, u = ca.SX.sym("dx", nx), ca.SX.sym("u", nu)
     xbar, ref = ca.SX.sym("xbar", retract.size1_in(0)), ca.SX.sym("ref", knot.size1_in(2))
@@ -137,7 +137,7 @@ def test_casadi_knot_jacobian_matches_central_differences():
     jacobian = ca.Function("knot_jacobian", [xbar, z, ref], [ca.jacobian(x_next, z)])
     rng = np.random.default_rng(5)
     u_prev = np.asarray(pr.data.x0.u_prev)
-    ref_t = ipopt.reference_vector(pr, 0)
+    ref_t = casadi_model.reference_vector(pr, 0)
     h = 1e-7
     worst = 0.0
     for q, v in _states(pr):
@@ -174,7 +174,7 @@ def test_casadi_cost_matches_jax():
     perturbed = P.KnotState(q, v, xs.u_prev + 0.1 * rng.normal(size=xs.u_prev.shape))
     for trajectory in (xs, perturbed):
         expected = float(fn.evaluate(pr.data, trajectory, us)[0])
-        got = ipopt.total_cost(pr, trajectory, us)
+        got = casadi_model.total_cost(pr, trajectory, us)
         assert abs(got - expected) <= 1e-9 * abs(expected), (got, expected)
 
 
@@ -199,9 +199,9 @@ def test_a_spent_time_budget_stops_ipopt_with_that_status(monkeypatch):
 
 def test_unsupported_inputs_raise():
     with pytest.raises(NotImplementedError, match="penalty"):
-        ipopt.knot_function(_problem("penalty"))
+        casadi_model.knot_function(_problem("penalty"))
     with pytest.raises(NotImplementedError, match="plane terrains"):
-        ipopt.knot_function(_problem("smooth", terrain=steps(0.05, 0.3, 0.5)))
+        casadi_model.knot_function(_problem("smooth", terrain=steps(0.05, 0.3, 0.5)))
 
 
 # A crouch whose optimum stays in the smooth part of the fixed-sweep contact model: every foot
