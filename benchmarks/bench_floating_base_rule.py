@@ -42,7 +42,7 @@ def functions(robot: str, layout: str):
     from dynamics import floating_base_terms
 
     model = dynamics.load_robot(robot)
-    terms = floating_base_terms._with_jacobian_rule(
+    terms = floating_base_terms.with_jacobian_rule(
         model, tuple(model.foot_frames), per_leg=layout == "legs"
     )
     rng = np.random.default_rng(3)

@@ -63,7 +63,7 @@ def supports(model: Model) -> bool:
     )
 
 
-def _base_frame_terms(model: Model, frame_ids: tuple, q_joints, v, gravity_base):
+def base_frame_terms(model: Model, frame_ids: tuple, q_joints, v, gravity_base):
     """`(M_B, h_B, J_f,B (k, 6, nv), p_f,B (k, 3))` with the base at the world origin."""
     dtype = jnp.result_type(q_joints, v, gravity_base)
     identity = jnp.asarray([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], dtype)
@@ -79,8 +79,8 @@ def _contract(jacobian, tangent):
     return jnp.tensordot(jacobian, tangent, axes=1)
 
 
-def _with_jacobian_rule(model: Model, frame_ids: tuple, *, per_leg: bool = True):
-    """`_base_frame_terms` as a `custom_jvp` whose tangent is a product with its Jacobian:
+def with_jacobian_rule(model: Model, frame_ids: tuple, *, per_leg: bool = True):
+    """`base_frame_terms` as a `custom_jvp` whose tangent is a product with its Jacobian:
     formed leg by leg (`leg_terms`) when the robot's legs allow it and `per_leg`, else by
     `jacfwd` of the dense terms."""
     legs = leg_terms.legs(model, frame_ids) if per_leg else None
@@ -107,7 +107,7 @@ def _with_dense_jacobian_rule(model: Model, frame_ids: tuple):
 
     @jax.custom_jvp
     def terms(q_joints, v, gravity_base):
-        return _base_frame_terms(model, frame_ids, q_joints, v, gravity_base)
+        return base_frame_terms(model, frame_ids, q_joints, v, gravity_base)
 
     def rule(primals, tangents):
         q_joints, v, gravity_base = primals
@@ -116,14 +116,14 @@ def _with_dense_jacobian_rule(model: Model, frame_ids: tuple):
         tangent_out = [jnp.zeros_like(o) for o in out]
         if not _is_zero(dq):
             by_angle = jax.jacfwd(
-                lambda a: _base_frame_terms(model, frame_ids, a, v, gravity_base)
+                lambda a: base_frame_terms(model, frame_ids, a, v, gravity_base)
             )(q_joints)
             tangent_out = [t + _contract(j, dq) for t, j in zip(tangent_out, by_angle)]
         if not (_is_zero(dv) and _is_zero(dg)):
             nv = v.shape[0]
 
             def bias(vg):
-                return _base_frame_terms(model, frame_ids, q_joints, vg[:nv], vg[nv:])[1]
+                return base_frame_terms(model, frame_ids, q_joints, vg[:nv], vg[nv:])[1]
 
             by_speed = jax.jacfwd(bias)(jnp.concatenate([v, gravity_base]))
             tangent_out[1] = tangent_out[1] + by_speed @ _speed_tangent(v, gravity_base, dv, dg)
@@ -173,9 +173,9 @@ def frame_terms(model: Model, q, v, frame_ids, *, jacobian_rule: bool = False):
     base_rotation = spatial.quat_to_rotation(JaxOps(dtype), q[3:7])
     gravity_base = base_rotation.T @ jnp.asarray(model.gravity, dtype)
     if jacobian_rule:
-        terms = _with_jacobian_rule(model, frame_ids)
+        terms = with_jacobian_rule(model, frame_ids)
         mass, bias, jac6, origin = terms(q[7:], v, gravity_base)
     else:
-        mass, bias, jac6, origin = _base_frame_terms(model, frame_ids, q[7:], v, gravity_base)
+        mass, bias, jac6, origin = base_frame_terms(model, frame_ids, q[7:], v, gravity_base)
     jac6 = jnp.concatenate([base_rotation @ jac6[:, 0:3], base_rotation @ jac6[:, 3:6]], axis=1)
     return mass, bias, jac6, base_position[None, :] + origin @ base_rotation.T

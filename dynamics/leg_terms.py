@@ -377,7 +377,7 @@ def _constants(model: Model, legs: Legs, inertia0, base_velocity, gravity, dtype
 
 def base_frame_terms(model: Model, legs: Legs, q_joints, v, gravity_base):
     """`(M_B, h_B, J_f,B (k, 6, nv), p_f,B (k, 3))` leg by leg (module docstring): the same
-    values as `floating_base_terms._base_frame_terms` to rounding."""
+    values as `floating_base_terms.base_frame_terms` to rounding."""
     return terms_and_jacobians(model, legs, q_joints, v, gravity_base)[0]
 
 

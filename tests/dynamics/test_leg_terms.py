@@ -1,6 +1,6 @@
 """The base-frame terms leg by leg and the Jacobian rule built on them (`dynamics.leg_terms`).
 
-Against the dense terms (`floating_base_terms._base_frame_terms`, which
+Against the dense terms (`floating_base_terms.base_frame_terms`, which
 `tests/test_floating_base_terms.py` checks against Pinocchio) and against the generic rule
 (`jacfwd` of the dense terms): values, `jacfwd`, `jvp`, `grad` and nested `vmap`, to 1e-12, for
 every robot at random configurations, velocities and base-frame gravities; feet in the robot's
@@ -97,15 +97,15 @@ def test_values_equal_the_dense_terms(robot):
         legs = leg_terms.legs(model, frames)
         assert legs is not None
         ours = jax.jit(jax.vmap(functools.partial(leg_terms.base_frame_terms, model, legs)))
-        ref = jax.jit(jax.vmap(functools.partial(floating_base_terms._base_frame_terms, model,
+        ref = jax.jit(jax.vmap(functools.partial(floating_base_terms.base_frame_terms, model,
                                                  frames)))  # fmt: skip
         _close(ours(q, v, g), ref(q, v, g))
 
 
 def _rules(model, frames):
     return (
-        floating_base_terms._with_jacobian_rule(model, frames),
-        floating_base_terms._with_jacobian_rule(model, frames, per_leg=False),
+        floating_base_terms.with_jacobian_rule(model, frames),
+        floating_base_terms.with_jacobian_rule(model, frames, per_leg=False),
     )
 
 
