@@ -186,7 +186,7 @@ def run_mpc(
         qs.append(np.asarray(state.q))
         vs.append(np.asarray(state.v))
         targets.append(u)
-        commands.append(mpc.command.copy())
+        commands.append(mpc.commanded_velocity())
         forces.append(np.asarray(force))
         times.append(t)
         if bool(bad):
@@ -197,7 +197,8 @@ def run_mpc(
         if progress and (k + 1) % int(round(1.0 / mpc.dt)) == 0:
             stats = mpc.stats.summary()
             print(
-                f"t {t + mpc.dt:5.2f} s  v_x {vs[-1][0]:+.3f} m/s (command {mpc.command[0]:+.2f})"
+                f"t {t + mpc.dt:5.2f} s  v_x {vs[-1][0]:+.3f} m/s "
+                f"(command {mpc.commanded_velocity()[0]:+.2f})"
                 f"  height {qs[-1][2]:.3f} m  cycle median {1e3 * stats['median_s']:.0f} ms"
                 f"  mode {mpc.mode}",
                 file=sys.stderr,

@@ -21,6 +21,13 @@ a safe stand (the standing joint targets) until `reset`.
     mpc.set_gait("walk")                   # any time: same problem structure, new pattern
     mpc.gait_clock(t)                      # (3,) the gait clock a policy observes at t
 
+    mpc = MPC(problem)                     # a `trajopt.Problem` of your own as the planner
+
+A problem built elsewhere (`trajopt.make_problem`, or a `trajopt.Problem` of one's own) sets the
+robot, horizon, knot duration, sub-steps, contact model and weights. A gait-library problem (its
+name is a gait) keeps the gait's moving references; any other keeps its own references, with
+the base velocity set to the command once one is given.
+
 The gait's phase at time `t` [s] since reset is `trajopt.gait_clock.gait_phase(t, gait_period)`:
 the references of the cycle at `t` are `trajopt.gaits.gait_reference(..., start_time=t)` with
 that period, so a policy distilled from the MPC observes, through `gait_clock`, the phase its
@@ -43,6 +50,7 @@ from trajopt import problem as P
 from trajopt.fddp import check_linearize_threads
 from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
+    available_gaits,
     check_gait,
     default_guess,
     gait_period,
@@ -108,14 +116,18 @@ class MPCStats:
 
 
 class MPC:
-    """Receding-horizon FDDP on a gait problem (see the module docstring).
+    """Receding-horizon FDDP on a gait problem or a problem of one's own (module docstring).
 
     Args:
-        robot: robot name for `dynamics.load_robot`.
-        gait: a gait of `trajopt.gaits.GAITS`.
-        command: `(v_x, v_y, yaw_rate)` base-frame velocity command [m/s, m/s, rad/s].
-        horizon: planning horizon [s]; dt: knot and control period [s]; substeps: simulation
-            steps per knot in the planning model.
+        robot: robot name for `dynamics.load_robot` (the planner is the gait-library problem),
+            or a `trajopt.Problem` to plan with (its horizon, knot duration, sub-steps, contact
+            model and weights; `horizon`, `dt`, `substeps` and `problem_options` are then not
+            given).
+        gait: a gait of `trajopt.gaits.GAITS` (default "trot", or the problem's own gait).
+        command: `(v_x, v_y, yaw_rate)` base-frame velocity command [m/s, m/s, rad/s] (default
+            0.5 m/s forward; for a problem that is not a gait's, its own references).
+        horizon: planning horizon [s] (default 0.5); dt: knot and control period [s] (default
+            0.02); substeps: simulation steps per knot in the planning model (default 2).
         iterations: FDDP iterations per cycle; warmup_iterations: for the first plan.
         time_budget: wall-clock budget per cycle [s] (None: only the iteration count).
         max_failures: consecutive failed cycles before the safe stand.
@@ -129,13 +141,13 @@ class MPC:
 
     def __init__(
         self,
-        robot: str = "go2",
-        gait: str = "trot",
-        command=(0.5, 0.0, 0.0),
+        robot: str | P.Problem = "go2",
+        gait: str | None = None,
+        command=None,
         *,
-        horizon: float = 0.5,
-        dt: float = 0.02,
-        substeps: int = 2,
+        horizon: float | None = None,
+        dt: float | None = None,
+        substeps: int | None = None,
         iterations: int = 1,
         warmup_iterations: int = 20,
         time_budget: float | None = None,
@@ -144,21 +156,43 @@ class MPC:
         linearize_threads: int = 1,
         **problem_options,
     ):
-        check_gait(gait)
-        period = problem_options.get("period")
-        self.period = None if period is None else check_gait_period(period, "period")
-        if horizon < dt:
-            raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
         if iterations < 1 or warmup_iterations < 1:
             raise ValueError("iterations and warmup_iterations must be >= 1")
-        self.problem = make_problem(
-            robot, gait, 0.0, duration=horizon, dt=dt, substeps=substeps, **problem_options
-        )
+        period = problem_options.get("period")
+        self.period = None if period is None else check_gait_period(period, "period")
+        if isinstance(robot, P.Problem):
+            given = {"horizon": horizon, "dt": dt, "substeps": substeps, **problem_options}
+            given = sorted(k for k, v in given.items() if v is not None)
+            if given:
+                raise ValueError(
+                    f"MPC(problem): {', '.join(given)} come from the problem; build the problem "
+                    "with them instead"
+                )
+            P.validate(robot)
+            self.problem = robot
+            own_gait = robot.name if robot.name in available_gaits() else None
+            gait = own_gait if gait is None else gait
+            if gait is not None and command is None:
+                command = (0.5, 0.0, 0.0)
+        else:
+            gait = "trot" if gait is None else gait
+            command = (0.5, 0.0, 0.0) if command is None else command
+            horizon = 0.5 if horizon is None else horizon
+            dt = 0.02 if dt is None else dt
+            substeps = 2 if substeps is None else substeps
+            if horizon < dt:
+                raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
+            check_gait(gait)
+            self.problem = make_problem(
+                robot, gait, 0.0, duration=horizon, dt=dt, substeps=substeps, **problem_options
+            )
+        if gait is not None:
+            check_gait(gait)
         self.model = self.problem.model
-        self.dt = float(dt)
+        self.dt = float(self.problem.dt_knot)
         self.gait = gait
         self.weight_overrides = dict(problem_options.get("weights") or {})
-        self.command = self._check_command(command)
+        self.command = None if command is None else self._check_command(command)
         self.iterations = int(iterations)
         self.warmup_iterations = int(warmup_iterations)
         self.time_budget = time_budget
@@ -188,6 +222,11 @@ class MPC:
     @property
     def gait_period(self) -> float:
         """The period [s] of the current gait's pattern in the references."""
+        if self.gait is None:
+            raise ValueError(
+                "this MPC plans a problem without a gait (its own references): it has no gait "
+                "period or clock; set_gait(...) gives it one"
+            )
         return self.period if self.period is not None else gait_period(self.model.name, self.gait)
 
     def gait_phase(self, t: float) -> float:
@@ -211,6 +250,13 @@ class MPC:
             )
         return c
 
+    def commanded_velocity(self) -> np.ndarray:
+        """`(v_x, v_y, yaw_rate)` `(3,)` the planner tracks: the command, or (a problem without
+        one) its own base-velocity reference at the first knot."""
+        if self.command is not None:
+            return self.command.copy()
+        return np.asarray(self.problem.data.reference.base_velocity[0], dtype=float)
+
     def set_command(self, v_x: float, v_y: float = 0.0, yaw_rate: float = 0.0) -> None:
         """Change the velocity command (base frame) from the next cycle on."""
         self.command = self._check_command((v_x, v_y, yaw_rate))
@@ -226,11 +272,15 @@ class MPC:
     # ------------------------------------------------------------------ the cycle
     def _problem_at(self, state: State, t: float, u_prev=None) -> P.Problem:
         pr = self.problem
-        ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
-                             period=self.gait_period)  # fmt: skip
-        ref = dataclasses.replace(
-            ref, base_velocity=jnp.tile(jnp.asarray(self.command), (pr.horizon + 1, 1))
-        )
+        if self.gait is None:  # the problem's own references
+            ref = pr.data.reference
+        else:
+            ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
+                                 period=self.gait_period)  # fmt: skip
+        if self.command is not None:
+            ref = dataclasses.replace(
+                ref, base_velocity=jnp.tile(jnp.asarray(self.command), (pr.horizon + 1, 1))
+            )
         x0 = P.initial_knot_state(
             self.model,
             State(jnp.asarray(state.q), jnp.asarray(state.v)),
@@ -258,11 +308,15 @@ class MPC:
             problem,
             max_iterations=self.warmup_iterations if iterations is None else int(iterations),
             verbose=False,
-            **({"guess": default_guess(self.model.name, self.gait)} if init is None
-               else {"init": init}),
+            **({"guess": self._first_guess()} if init is None else {"init": init}),
         )  # fmt: skip
         self.adopt(plan, t, time.perf_counter() - start)
         return self.last_targets.copy()
+
+    def _first_guess(self) -> str:
+        """The first plan's start: the gait's own (`trajopt.gaits.default_guess`), or the
+        solver's choice for a problem without a gait."""
+        return "auto" if self.gait is None else default_guess(self.model.name, self.gait)
 
     def adopt(self, plan: Trajectory, t: float = 0.0, wall_time: float = 0.0) -> None:
         """Start over with `plan` (solved elsewhere, e.g. by `reset` in a solver process) as the

@@ -1,4 +1,16 @@
-"""Trajectory optimisation (shooting solvers, costs, gait library).
+"""Trajectory optimisation: problems, shooting solvers, the gait library and trajectories.
+
+The front door:
+
+    import trajopt
+    problem = trajopt.make_problem("go2", "trot", 0.5, duration=1.0)   # a gait-library problem
+    trajectory = trajopt.solve(problem)                                  # FDDP by default
+    trajectory.save("results/trot_go2")                                  # .npz + .json
+    trajectory = trajopt.Trajectory.load("results/trot_go2")
+
+`trajopt.Problem` / `trajopt.ProblemData` build problems of your own, `trajopt.available_gaits()`
+lists the gaits, `trajopt.initial_guess` gives a solver's start. The names are loaded on first
+use, so `import trajopt` stays light.
 
 `trajopt.clear_compiled()` drops every compiled problem structure, single (`trajopt.fddp`: at
 most `trajopt.fddp.cache_size()` stay compiled, least recently used out first) and batched
@@ -8,6 +20,21 @@ most `trajopt.fddp.cache_size()` stay compiled, least recently used out first) a
 import sys
 
 _LAZY = {"set_cache_size", "cache_size"}
+
+# name -> the module that defines it (loaded on first use)
+_FRONT_DOOR = {
+    "Problem": "problem",
+    "ProblemData": "problem",
+    "KnotState": "problem",
+    "Reference": "problem",
+    "Trajectory": "trajectory",
+    "make_problem": "gaits",
+    "available_gaits": "gaits",
+    "solve": "solver",
+    "initial_guess": "solver",
+}
+
+__all__ = sorted(_FRONT_DOOR) + ["cache_size", "clear_compiled", "set_cache_size"]
 
 
 def clear_compiled(jax_caches: bool = True) -> None:
@@ -23,6 +50,10 @@ def clear_compiled(jax_caches: bool = True) -> None:
 
 def __getattr__(name):
     # lazy: `import trajopt` stays light and free of import cycles
+    if name in _FRONT_DOOR:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_FRONT_DOOR[name]}"), name)
     if name in _LAZY:
         from . import fddp
 

@@ -174,6 +174,41 @@ def test_bad_arguments_raise_clear_errors():
         mpc.set_gait("gallop")
 
 
+def test_an_mpc_plans_a_problem_it_is_given(scripted):
+    """`MPC(problem)` plans with that problem's structure: a gait-library problem keeps the
+    gait's moving references and the command; a problem of one's own keeps its references."""
+    from trajopt.gaits import make_problem
+
+    problem = make_problem(ROBOT, "walk", 0.2, duration=0.12, dt=0.03, substeps=1)
+    mpc = MPC(problem)
+    assert mpc.problem is problem and mpc.gait == "walk" and mpc.dt == pytest.approx(0.03)
+    state = State(jnp.asarray(mpc.model.q_standing), jnp.zeros(mpc.model.nv))
+    mpc.reset(state)
+    planned = scripted.calls[-1]["problem"]
+    assert planned.horizon == 4 and planned.substeps == 1
+    np.testing.assert_array_equal(np.asarray(planned.data.reference.base_velocity)[0],
+                                  [0.5, 0.0, 0.0])  # fmt: skip
+    own = problem.replace(name="my_balance_task")
+    mpc = MPC(own)
+    assert mpc.gait is None and mpc.command is None
+    mpc.reset(state)
+    planned = scripted.calls[-1]["problem"]
+    for field_name in ("base_velocity", "stance", "base_height"):
+        np.testing.assert_array_equal(
+            np.asarray(getattr(planned.data.reference, field_name)),
+            np.asarray(getattr(own.data.reference, field_name)),
+        )
+    np.testing.assert_array_equal(mpc.commanded_velocity(), [0.2, 0.0, 0.0])
+    mpc.set_command(0.1)
+    mpc.update(state, 0.03)
+    ref = scripted.calls[-1]["problem"].data.reference
+    np.testing.assert_array_equal(np.asarray(ref.base_velocity)[-1], [0.1, 0.0, 0.0])
+    with pytest.raises(ValueError, match="no gait"):
+        mpc.gait_clock(0.0)
+    with pytest.raises(ValueError, match="horizon, substeps come from the problem"):
+        MPC(problem, horizon=0.2, substeps=2)
+
+
 def test_cycle_statistics_summarise_wall_times():
     stats = mpc_module.MPCStats(
         [
