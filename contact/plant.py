@@ -68,9 +68,13 @@ def simulate_pd(
     *,
     target_rate=None,
     previous_target=None,
+    observe=None,
     **step_options,
 ):
     """`num_steps` (static) sub-steps under `command`: `(final_state, PlantStep stacked (K, ...))`.
+
+    `observe(step: PlantStep) -> pytree`: what to keep of each sub-step (stacked instead of the
+    whole `PlantStep`; a caller under `jacfwd` keeps only what it reads).
 
     With `target_rate (nu,)` [rad/s] the PD target moves from `previous_target (nu,)` toward
     `command.q_target` by at most `target_rate * params.dt` per sub-step (see the module
@@ -79,17 +83,23 @@ def simulate_pd(
     if rate_limited and previous_target is None:
         raise ValueError("simulate_pd: target_rate needs previous_target, the last PD target")
     max_step = None if not rate_limited else target_rate * params.dt
+    keep = (lambda out: out) if observe is None else observe
+
+    if not rate_limited:  # the state alone is carried
+
+        def held(s, _):
+            nxt, out = pd_substep(model, params, s, command, **step_options)
+            return nxt, keep(out)
+
+        return jax.lax.scan(held, state, None, length=num_steps)
 
     def body(carry, _):
         s, last = carry
-        target = command.q_target
-        if rate_limited:
-            target = last + jnp.clip(command.q_target - last, -max_step, max_step)
+        target = last + jnp.clip(command.q_target - last, -max_step, max_step)
         nxt, out = pd_substep(model, params, s, command._replace(q_target=target), **step_options)
-        return (nxt, target), out
+        return (nxt, target), keep(out)
 
-    start = command.q_target if previous_target is None else previous_target
-    (final, _), trace = jax.lax.scan(body, (state, start), None, length=num_steps)
+    (final, _), trace = jax.lax.scan(body, (state, previous_target), None, length=num_steps)
     return final, trace
 
 
@@ -111,8 +121,8 @@ def hold_pd(
 
 
 def delivered_torque(model: Model, params: StepParams, trace: PlantStep):
-    """`tau_k - d qd_{k+1}` per sub-step `(K, nu)`: the actuator torque plus the step's implicit
-    joint damping (`params.joint_damping`), what the motors deliver."""
+    """`tau_k - d qd_{k+1}` per sub-step (`(nu,)`, or `(K, nu)` stacked): the actuator torque
+    plus the step's implicit joint damping (`params.joint_damping`), what the motors deliver."""
     nvb = model.nv - model.nu
     return trace.torque - params.joint_damping * trace.velocity[..., nvb:]
 

@@ -88,6 +88,7 @@ def _v_inverse_coefficient(ops, w):
     """`c = (1 - t sin t / (2 (1 - cos t))) / t^2` of `V^-1 = 1 - [w]x / 2 + c [w]x^2` (`t` is
     1 on the Taylor branch, so the exact expression stays finite there)."""
     t, small, t2 = _safe_norm(ops, w)
+    t = ops.where(small, 1.0, t)
     exact = (1.0 - t * ops.sin(t) / (2.0 * (1.0 - ops.cos(t)))) / (t * t)
     return ops.where(small, 1.0 / 12.0 + t2 / 720.0, exact)
 
@@ -109,7 +110,7 @@ def _base_integrate(ops, q_base, v_base):
 
 def _base_difference(ops, q0, q1):
     r0 = spatial.quat_to_rotation(ops, q0[3:7])
-    conj0 = ops.vec([-q0[3], -q0[4], -q0[5], q0[6]])
+    conj0 = q0[3:7] * ops.const([-1.0, -1.0, -1.0, 1.0])
     w = quat_log(quat_multiply(conj0, q1[3:7], ops), ops)
     dp = r0.T @ (q1[0:3] - q0[0:3])
     wx = spatial.skew(ops, w)

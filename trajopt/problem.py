@@ -67,7 +67,7 @@ COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
 CONTROL_KINDS = ("pd", "torque")
 # `Problem.derivatives`: those of `contact.step`, and "compiled" (the implicit ones in C)
 DERIVATIVES = ("unrolled", "implicit", "compiled")
-# the contact models of the CasADi mirror (`trajopt.ipopt`), and so of "compiled"
+# the contact models of the CasADi model (`trajopt.casadi_model`), and so of "compiled"
 CASADI_CONTACTS = ("hard", "smooth")
 
 
@@ -274,21 +274,27 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
     sweeps, are those of an approximation of the Coulomb fixed point (with the step's implicit
     derivatives they would be of the fixed point instead: BENCHMARKS.md, "Derivatives through
     contact")."""
-    final, trace = simulate_pd(
+
+    def observe(step):  # what the knot reports of each sub-step
+        torque = delivered_torque(problem.model, data.params, step)
+        return step.info.force, torque, step.info.residual
+
+    final, (forces, taus, residuals) = simulate_pd(
         problem.model,
         data.params,
         State(x.q, x.v),
         joint_command(problem, data, u),
         problem.substeps,
+        observe=observe,
         contact=problem.contact,
         num_sweeps=problem.num_sweeps,
         derivatives=step_derivatives(problem),
         # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
         rigid_body_derivatives="jacobian",
     )
-    forces = jnp.mean(trace.info.force, axis=0)
-    peak = peak_torque(delivered_torque(problem.model, data.params, trace))
-    return KnotState(final.q, final.v, u), forces, peak, jnp.max(trace.info.residual)
+    return KnotState(final.q, final.v, u), jnp.mean(forces, axis=0), peak_torque(taus), jnp.max(
+        residuals
+    )
 
 
 def retract(problem: Problem, x: KnotState, dx):
