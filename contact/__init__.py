@@ -1,8 +1,9 @@
 """Contact: terrain, contact kinematics, contact solvers and the time-stepper.
 
 `step(model, params, state, tau, contact="hard"|"smooth"|"penalty") -> (state, info)`: one
-time step with the chosen contact model (see `step.py` for the equations); `rollout` and
-`simulate` scan it. `StepParams` holds the traced physical parameters, including the terrain.
+time step with the chosen contact model (`ContactModel`, the choices `CONTACT_MODELS`; see
+`step.py` for the equations); `rollout` and `simulate` scan it. `StepParams` holds the traced
+physical parameters, including the terrain.
 `terrain`: terrains as pytrees (`flat`, `incline`, `plane`, `steps`, `heightfield`), their
 `signed_distance`, `friction` and `contact_frame`.
 `coulomb`: the disk-cone projection and the fixed-sweep prox solver for contact impulses.
@@ -16,7 +17,15 @@ from .coulomb import project_disk_cone, solve_impulses
 from .foot_contacts import FootContacts, compute_foot_contacts
 from .params import StepParams
 from .rollout import rollout, simulate
-from .step import CONTACT_MODELS, StepInfo, activation, generalized_forces, make_step, step
+from .step import (
+    CONTACT_MODELS,
+    ContactModel,
+    StepInfo,
+    activation,
+    generalized_forces,
+    make_step,
+    step,
+)
 from .terrain import (
     Heightfield,
     Plane,
@@ -36,6 +45,7 @@ from .terrain import (
 
 __all__ = [
     "CONTACT_MODELS",
+    "ContactModel",
     "FootContacts",
     "Heightfield",
     "Plane",

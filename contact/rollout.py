@@ -17,7 +17,8 @@ from .step import step
 
 def rollout(model: Model, params: StepParams, state: State, controls, **step_options):
     """Apply `controls (T, nu)` torques; returns `(final_state, (states, infos))`, states after
-    each step (T entries). `step_options`: `contact`, `num_sweeps`, `method` (static)."""
+    each step (T entries). `step_options`: the static options of `step` (`contact`,
+    `num_sweeps`, `method`, `derivatives`, `rigid_body_derivatives`)."""
 
     def body(s, tau):
         s_next, info = step(model, params, s, tau, **step_options)

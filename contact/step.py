@@ -23,14 +23,14 @@ Hard contacts are speculative: for a separated contact (`gap > 0` at the midpoin
 condition is `u_n+ >= -gap / dt` (adding `max(gap, 0) / dt` to the free normal velocity), so
 a touchdown ends the step hovering at `gap / 2` with exactly the velocity that brings the next
 midpoint onto the surface, where the paper's condition `u_n+ >= 0` stops it: the contact lands
-without penetration (measured: < 1e-11 m for drops of 0.05-1 m at dt = 2 ms) and without bounce.
+without penetration (to rounding) and without bounce.
 The authors' rule (`gap <= 0` at the midpoint, no speculation) leaves up to `1.5 |v_n| dt` of
 penetration at each touchdown. Penetrating and resting contacts are treated exactly as in the
 paper, so penetration never grows at rest (no drift).
 
 Why the bias in the smooth weight: with the authors' `sigmoid(-kappa gap)`, a resting contact
 carries only half its impulse at zero gap, so a body sinks at `(1 - w)/w * g dt` per step until
-`w -> 1`, i.e. about 1-2 cm at kappa = 300 and still creeping after 10 s. Shifting the
+`w -> 1`, a creep into the ground that lasts for seconds at moderate `kappa`. Shifting the
 activation by `bias / kappa` (2.7 mm at the defaults) lets the contact engage just before
 touchdown, the smoothing the paper relies on, and keeps `kappa -> inf` equal to `hard`;
 `bias = 0` reproduces the authors' weighting exactly.
@@ -40,16 +40,12 @@ explicit and a free body gains energy, per step (base-frame velocities `u`, `w`,
 
     dE = dt^2 / 2 (m |w x u|^2 + (w x I w)^T I^-1 (w x I w))     >= 0, second order in dt
 
-(contacts only dissipate; `tests/test_contact_physics.py` checks every step of a tumbling box
-against it). Measured with `python benchmarks/energy_drift.py` (dt = 1 ms, float64): a torque-free
-box spinning at 5 / 20 / 50 rad/s gains at most 4.4e-6 / 7.1e-5 / 4.4e-4 of its kinetic energy in
-one step and 1.0e-3 / 4.0e-3 / 1.0e-2 over 1 s (the formula holds to 0.1 %); a passive Go2 dropped
-0.3 m gains at most 5.6e-7 of its initial energy in one step released at rest (at touchdown), 1.5e-4
-tumbling (base spin (1, 2, 3) rad/s, joint rates N(0, 2) rad/s), while its contacts remove 76-94 %
-of the energy in 0.5 s. At dt = 2 ms the gains are 4-7x larger. Not corrected: evaluating `h` at the
-predicted midpoint velocity `(v + v_free) / 2` (one more RNEA and back-substitution per step, and in
-every derivative) measured 1e-15 instead of 4.4e-4 for the box at 50 rad/s and 6.5e-8 instead of
-1.5e-5 of the kinetic energy per step for the tumbling Go2 in free flight.
+(contacts only dissipate; `tests/contact/test_contact_physics.py` checks every step of a
+tumbling box against it, and `benchmarks/energy_drift.py` measures the gain of a spinning box and
+of a passive, tumbling Go2 against what its contacts remove). The gain grows with the spin rate and
+with `dt`. Not corrected: evaluating `h` at the predicted midpoint velocity `(v + v_free) / 2`
+would remove most of it, at the price of one more RNEA and back-substitution per step, and in
+every derivative.
 
 Penalty (semi-implicit Euler at q, the soft baseline). Force law of a penetrating contact
 (`gap < 0`; separated contacts carry nothing), `pen = -gap`, contact velocity `u = [u_t, u_n]`:
@@ -70,10 +66,10 @@ impulses `p` in the contact frames `[t1, t2, n]`:
 The secant gains `g_i <= k_f`, `h_i <= k_d` make each contact's viscous law land exactly on
 its Coulomb limit (or on zero normal force) while every impulse stays coupled through the
 Delassus matrix `G`: a sliding box's corners all get `mu p_n`, and the normal loads shift to
-carry the friction's pitching moment (measured: the sliding box pitches 1.5e-4 rad, as its
-springs predict). Clipping a joint solve with `D = diag(k_f, k_f, k_d)` instead (the previous
-scheme) computes the normal loads against tangential impulses far outside the cone, so some
-sliding corners got no friction and the box rocked by 0.24 rad.
+carry the friction's pitching moment (the sliding box pitches only as far as its springs
+predict). Clipping a joint solve with `D = diag(k_f, k_f, k_d)` instead would compute the normal
+loads against tangential impulses far outside the cone, so some sliding corners would get no
+friction and the box would rock.
 
 The gains depend on the solution, so they are found by `PENALTY_ITERATIONS` (static, 8)
 reweighted solves, starting frictionless (`g = 0, h = k_d`). Each update puts contact i on its
@@ -87,8 +83,8 @@ diagonal) and `G_n,i`: the slip without its own friction is `w_t = u_t+ - G_t p_
 (a denominator <= 0 means the contact sticks, or keeps pushing: the cap `k_f` or `k_d` holds).
 Since `p_t = -dt g u_t+` makes `|w_t| = (1 + dt g G_t) |u_t+|`, a fixed point satisfies the
 force law exactly whatever `G_t`; a contact with an isotropic, uncoupled `G` block (a sphere)
-converges in one update, coupled corners in a few (measured on a sliding box: within 1e-4 of
-`mu p_n` after 8 updates; the incline acceleration is exact after 4).
+converges in one update, coupled corners (a sliding box) in a few, well within
+`PENALTY_ITERATIONS`.
 A final clip into the cone is the safety net for an unconverged reweighting. Norms and
 denominators are floored at 1e-9 m/s, so gains and gradients stay finite at zero slip. Each
 solve is linearly implicit with gains at most `k_f`, `k_d`, so large gains stay stable on light
@@ -113,6 +109,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -125,12 +122,14 @@ from dynamics.mass_solve import mass_solve
 from dynamics.model import Model
 
 from .checks import bad_state
-from .coulomb import DERIVATIVES, solve_impulses
+from .coulomb import DERIVATIVES, Derivatives, Method, solve_impulses
 from .foot_contacts import FootContacts, foot_contacts, foot_contacts_at, foot_contacts_from_frames
 from .params import StepParams
 
-CONTACT_MODELS = ("hard", "smooth", "penalty")
-RIGID_BODY_DERIVATIVES = ("autodiff", "jacobian")
+ContactModel = Literal["hard", "smooth", "penalty"]
+CONTACT_MODELS: tuple[ContactModel, ...] = ("hard", "smooth", "penalty")
+RigidBodyDerivatives = Literal["autodiff", "jacobian"]
+RIGID_BODY_DERIVATIVES: tuple[RigidBodyDerivatives, ...] = ("autodiff", "jacobian")
 PENALTY_ITERATIONS = 8  # reweightings of the penalty model's viscous gains (static)
 _SAFE_SPEED = 1e-9  # [m/s] floor of the slip speeds in the penalty gains (finite gradients)
 
@@ -175,11 +174,14 @@ def generalized_forces(model: Model, tau):
     return jnp.concatenate([jnp.zeros(model.nv - model.nu, dtype=tau.dtype), tau])
 
 
-def _rigid_body_terms(model: Model, terrain, q, v, rigid_body_derivatives="autodiff"):
+def _rigid_body_terms(
+    model: Model, terrain, q, v, rigid_body_derivatives: RigidBodyDerivatives = "autodiff"
+):
     """`M (nv, nv)`, `h = RNEA(q, v, 0) (nv,)` and the foot contacts at `q`, `v`: by the dense
-    world-frame products of `dynamics.dense_terms` (a few large operations; its Jacobian is about
-    half the per-joint recursions' cost, BENCHMARKS.md), by the per-joint recursions for a tree
-    it does not handle. The two agree to rounding (`tests/test_dense_terms.py`). With
+    world-frame products of `dynamics.dense_terms` (a few large operations, whose Jacobian is
+    cheaper than the per-joint recursions', `benchmarks/bench_step_jacobian.py`), by the
+    per-joint recursions for a tree it does not handle. The two agree to rounding
+    (`tests/dynamics/test_dense_terms.py`). With
     `rigid_body_derivatives="jacobian"` a floating-base robot's terms come from
     `dynamics.floating_base_terms` with its Jacobian rule (same values)."""
     if rigid_body_derivatives == "jacobian" and floating_base_terms.supports(model):
@@ -198,7 +200,10 @@ def _rigid_body_terms(model: Model, terrain, q, v, rigid_body_derivatives="autod
     return mass, bias, foot_contacts(ops, model, terrain, kin)
 
 
-def _dynamics_at(model: Model, params: StepParams, q, v, rigid_body_derivatives="autodiff"):
+def _dynamics_at(
+    model: Model, params: StepParams, q, v,
+    rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
+):  # fmt: skip
     """`M` (with the implicit joint damping), bias `h` and foot contacts at `q`, `v`."""
     mass, bias, contacts = _rigid_body_terms(model, params.terrain, q, v, rigid_body_derivatives)
     # Implicit joint damping D = d diag(0_base, 1_joints): (M + dt D) v+ = M v + dt (tau - h - D v)
@@ -215,8 +220,8 @@ def _free_velocity_and_response(model, mass, bias, tau, jac, v, dt):
     rhs = jnp.concatenate([(generalized_forces(model, tau) - bias)[:, None], jac.T], axis=1)
     # `dynamics.mass_solve`'s tangent `M^-1 (dB - dM X)` is the exact derivative of the
     # factorised solve (no iteration to converge), so both derivative modes use it: AD through
-    # the Cholesky cost 3.5x more in the step's Jacobian (416 against 118 us, Go2, 49
-    # directions, BENCHMARKS.md "Where one step's Jacobian goes").
+    # the Cholesky factorisation is several times dearer in the step's Jacobian
+    # (`benchmarks/bench_step_jacobian.py`).
     solved = mass_solve(mass, rhs)
     return v + dt * solved[:, 0], solved[:, 1:]
 
@@ -277,7 +282,7 @@ def _info(contacts: FootContacts, impulse, active, residual, dt) -> StepInfo:
     )  # fmt: skip
 
 
-def activation(contact: str, params: StepParams, gap):
+def activation(contact: ContactModel, params: StepParams, gap):
     """Activation weights `(k,)` of the hard and smooth models (see module docstring)."""
     if contact == "hard":
         return (gap < params.margin).astype(gap.dtype)
@@ -384,11 +389,11 @@ def step(
     state: State,
     tau,
     *,
-    contact: str = "smooth",
+    contact: ContactModel = "smooth",
     num_sweeps: int = 20,
-    method: str = "gauss_seidel",
-    derivatives: str = "unrolled",
-    rigid_body_derivatives: str = "autodiff",
+    method: Method = "gauss_seidel",
+    derivatives: Derivatives = "unrolled",
+    rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
 ):
     """Advance `state` by `params.dt` under joint torques `tau (nu,)`.
 
@@ -406,15 +411,15 @@ def step(
             (`contact.coulomb.solve_impulses`: the derivative of the exact solution, whose
             distance to the iterate is `info.residual`), with the right-hand side written
             through `M`, `h`, `J` so the Delassus matrix's tangent is never formed
-            (`_impulses_differentiated_at_the_solution`): a Go2 step's `jacfwd` about 1.3x
-            cheaper than unrolled, the Go2 MPC's knot linearisation about 1.1x (BENCHMARKS.md,
-            "Implicit derivatives in the solvers"). Where the sweeps have not converged it is
-            not the derivative of what was computed (a 200-step rollout gradient at 20 sweeps
-            differs from finite differences by 16 %; FDDP on the ANYmal trot stalls at a
-            higher cost), so it is opt-in (`trajopt.problem.Problem(derivatives=)` for the
-            solvers and the MPC). The forward values are the same either way. In both modes the
-            mass-matrix solves are differentiated by `dM X` products (`dynamics.mass_solve`,
-            exact), never through the Cholesky factorisation.
+            (`_impulses_differentiated_at_the_solution`): cheaper than unrolled for a step's
+            `jacfwd` and for a knot's linearisation (`benchmarks/bench_derivatives.py`). Where
+            the sweeps have not converged it is not the derivative of what was computed (a long
+            rollout's gradient at 20 sweeps departs from finite differences, and FDDP on the
+            ANYmal trot stalls at a higher cost), so it is opt-in
+            (`trajopt.problem.Problem(derivatives=)` for the solvers and the MPC). The forward
+            values are the same either way. In both modes the mass-matrix solves are
+            differentiated by `dM X` products (`dynamics.mass_solve`, exact), never through the
+            Cholesky factorisation.
         rigid_body_derivatives: how the rigid-body terms (`M`, `h`, foot Jacobians) are
             differentiated (static). "autodiff" (default): every tangent direction through the
             dense terms, cheapest for one direction (`jvp`) and for reverse mode (`grad`).
@@ -446,7 +451,11 @@ def step(
     return next_state, dataclasses.replace(info, **flags)
 
 
-def _check_static(contact: str, derivatives: str, rigid_body_derivatives: str = "autodiff"):
+def _check_static(
+    contact: ContactModel,
+    derivatives: Derivatives,
+    rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
+):
     if contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {contact!r}")
     if derivatives not in DERIVATIVES:
@@ -459,11 +468,11 @@ def _check_static(contact: str, derivatives: str, rigid_body_derivatives: str = 
 
 
 def make_step(
-    contact: str = "smooth",
+    contact: ContactModel = "smooth",
     num_sweeps: int = 20,
-    method: str = "gauss_seidel",
-    derivatives: str = "unrolled",
-    rigid_body_derivatives: str = "autodiff",
+    method: Method = "gauss_seidel",
+    derivatives: Derivatives = "unrolled",
+    rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
 ):
     """`step` with its static choices bound: `f(model, params, state, tau) -> (state, info)`."""
     _check_static(contact, derivatives, rigid_body_derivatives)

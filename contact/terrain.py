@@ -22,7 +22,7 @@ Every gap has finite first derivatives everywhere (including on the surface and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -118,7 +118,10 @@ def flat(height=0.0, friction=0.8) -> Plane:
     return plane(jnp.array([0.0, 0.0, 1.0]), height, _friction("flat", friction))
 
 
-def incline(angle, friction=0.8, axis="x", height=0.0) -> Plane:
+InclineAxis = Literal["x", "y"]
+
+
+def incline(angle, friction=0.8, axis: InclineAxis = "x", height=0.0) -> Plane:
     """Slope through `(0, 0, height)` rising by `angle` [rad] along +x (`axis="x"`) or +y.
 
     Surface `z = height + tan(angle) x` (resp. `y`); outward normal `(-sin a, 0, cos a)` (resp.

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from contact import StepParams, flat
+from contact import ContactModel, StepParams, flat
 from contact.plant import JointPD, simulate_pd, went_bad
 from dynamics.actuator import default_gains
 from dynamics.configuration import State
@@ -83,7 +83,7 @@ class ClosedLoopResult:
 
 
 @functools.lru_cache(maxsize=8)
-def plant_advance(model, steps: int, contact: str, num_sweeps: int):
+def plant_advance(model, steps: int, contact: ContactModel, num_sweeps: int):
     """Jitted `(params, state, targets, kp) -> (state, mean forces, bad)`: `steps` plant steps
     (`contact.plant.simulate_pd`) under the PD toward `targets` (cached per model and step
     count); `bad ()` is true if the simulator flagged a bad state on the way
@@ -104,7 +104,7 @@ def run_mpc(
     duration: float,
     *,
     sim_dt: float = 0.002,
-    contact: str = "smooth",
+    contact: ContactModel = "smooth",
     num_sweeps: int = 20,
     params: StepParams | None = None,
     initial_state: State | None = None,

@@ -6,17 +6,17 @@
     solver.close()
 
 Why a process: in the controller's process the solves share the interpreter with the 500 Hz
-command loop and the controller thread, and their Python parts wait for the GIL behind them
-(measured: a Go2 cycle took 36-47 ms there against 31-39 ms alone on a quiet core,
-BENCHMARKS.md "MPC in real time"). In its own process, optionally pinned to its own core
-(`os.sched_setaffinity` before JAX starts its threads), a solve runs as fast as alone.
+command loop and the controller thread, and their Python parts wait for the GIL behind them, so
+a cycle takes longer there than alone on a quiet core (`examples/deploy_network.py` runs both).
+In its own process, optionally pinned to its own core (`os.sched_setaffinity` before JAX starts
+its threads), a solve runs as fast as alone.
 
 The process holds its own `controllers.mpc.MPC`, built from the same keyword arguments as the
 caller's, and commits every outcome it computes; the caller commits the same outcomes to its
 copy (`MPC.adopt`, `MPC.commit`), so both hold the same plan, mode and failure count, and the
 caller's copy serves `targets_at` while the process solves. A request sends the measured state,
 its time, the lookahead, the command and the caller's last applied targets (the next problem's
-`u_prev`); a reply is a `CycleOutcome` (NumPy arrays, pickled over a pipe: about 0.1 ms).
+`u_prev`); a reply is a `CycleOutcome` (NumPy arrays, pickled over a pipe).
 
 Errors: an exception in the process comes back as a `RuntimeError` naming it (the process then
 keeps serving); a process that died raises `RuntimeError` at the next request. `close` stops it

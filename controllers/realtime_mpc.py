@@ -7,9 +7,9 @@ applies the newest plan at the current time.
     controller.shutdown()                  # stops the solver thread and process
     controller.summary()                   # cycle times, overruns, plan age, lookahead, ...
 
-Why: one FDDP iteration on Go2's 25-knot trot takes longer than a 20 ms control period on this
-CPU (BENCHMARKS.md, "MPC"), and in lockstep the robot would wait for it. Here the robot never
-waits:
+Why: one FDDP iteration on Go2's 25-knot trot can take longer than a 20 ms control period on a
+CPU (`benchmarks/bench_mpc.py`), and in lockstep the robot would wait for it. Here the robot
+never waits:
 
 - a solver thread runs one cycle after the other from the newest measurement `(state, t)` (at
   most once per `min_period`), either itself (`MPC.plan_cycle` on `mpc`) or through a
@@ -23,22 +23,20 @@ waits:
 - every call (the control loop's controller thread, `control_dt`) evaluates the newest plan at
   the call's time (`MPC.targets_at`), optionally (`feedback=True`) with its Riccati feedback on
   the measured state, `q* = u_k + clip(K_k (x (-) x_k), +-feedback_limit)`, which closes the
-  loop at the call rate rather than the solver's. Off by default: measured in simulated time
-  (`controllers.closed_loop.run_mpc`, Go2 trot at 0.5 m/s, replanning every 80 ms, 4 s), the
-  feedback did not keep Go2 up either and tracked worse (mean v_x 0.11 m/s against 0.34 m/s
-  open loop; both fell; with a latency of 40 ms and the lookahead it fell too).
+  loop at the call rate rather than the solver's. Off by default: in simulated time
+  (`controllers.closed_loop.run_mpc` with slow replanning, with and without latency and the
+  lookahead) the feedback tracked worse than the plan's targets open loop and did not keep Go2
+  up either.
 - `prepare` solves the first plan (and compiles) before the robot runs, so `reset` takes one
-  warm-started solve: a first solve of 0.5-2 s left the robot's joints passive and it fell
-  before the first command.
+  warm-started solve: the full first solve, compilation included, is long enough for a robot
+  with passive joints to fall before the first command.
 
-Status (2026-12-03, evening): with the compiled derivatives (`derivatives="compiled"`, the
-example's default), one FDDP iteration per cycle in a solver process on its own core, the
-lookahead and `REAL_TIME_WEIGHTS` (the control rate 100x the gait library's), Go2 trots 10 s at
-0.5 m/s against MuJoCo in real time over UDP at 50 Hz in every run so far: 23 of 23, median
-cycles 11-17 ms, p99 16-22 ms, the joints under their velocity limits. At the library's
-control-rate weight the re-solved plans chattered and the calves passed 1.5x their limits:
-one iteration walked at most 14 of 20 runs, two (19-39 ms cycles) 16 of 16. BENCHMARKS.md
-("MPC in real time", "MPC in real time at 50 Hz") has the runs.
+The configuration that walks in real time: the compiled derivatives (`derivatives="compiled"`,
+the example's default), one FDDP iteration per cycle in a solver process on its own core, the
+lookahead and `REAL_TIME_WEIGHTS`; with them Go2 trots at 0.5 m/s against MuJoCo in real time
+over UDP at 50 Hz with its joints under their velocity limits (`examples/deploy_network.py`).
+At the gait library's control-rate weight the re-solved plans chatter and the calves pass their
+velocity limits.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
@@ -51,6 +49,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Literal
 
 import numpy as np
 
@@ -63,13 +62,12 @@ from .state_feedback import measured_state
 
 LOOKAHEAD_WINDOW = 5  # cycles whose median wall time sets the "auto" lookahead
 # The real-time planner's weights over the gait's (`trajopt.gaits.gait_weights`; a caller's
-# `weights` override both): the control rate 100x the library's 1e-5. A plan re-solved every
-# cycle with one FDDP iteration from a state 15-30 ms old chattered at the library's weight:
-# calf targets 2-3 rad apart from one knot to the next, the PD drove the calves past 1.5x their
-# velocity limit and the safety layer damped the robot (at most 14 of 20 runs walked). With
-# 1e-3 the joints stay under their limits and every run walked (BENCHMARKS.md, "MPC in real
-# time at 50 Hz"). The simulated-time MPC (`controllers.mpc.MPC` alone: lockstep, distillation's
-# expert) keeps the gait's weights.
+# `weights` override both): a control-rate weight of 1e-3 against the library's 1e-5. A plan
+# re-solved every cycle with one FDDP iteration from a state a cycle old chatters at the
+# library's weight: calf targets far apart from one knot to the next, the PD drives the calves
+# past their velocity limit and the safety layer damps the robot. With 1e-3 the joints stay
+# under their limits. The simulated-time MPC (`controllers.mpc.MPC` alone: lockstep,
+# distillation's expert) keeps the gait's weights.
 REAL_TIME_WEIGHTS = {"control_rate": 1e-3}
 
 
@@ -94,7 +92,7 @@ class RealTimeMPC:
     """
 
     def __init__(self, mpc: MPC, joint_map: JointMap, *, kp=None, kd=None, feedback=False,
-                 min_period: float | None = None, lookahead: float | str = "auto",
+                 min_period: float | None = None, lookahead: float | Literal["auto"] = "auto",
                  solver: SolverProcess | None = None):  # fmt: skip
         self.mpc = mpc
         self.solver = solver
@@ -125,8 +123,8 @@ class RealTimeMPC:
         """Solve the first plan before the robot is connected (default: from the model's
         standing pose at rest) and compile everything a cycle runs. `reset` then starts from
         that plan with one warm-started solve from the measurement instead of the full first
-        solve: without it, the first solve (0.5-2 s with compilation) leaves a real robot
-        unattended while its joints are passive."""
+        solve: without it, the first solve (with compilation) leaves a real robot unattended
+        while its joints are passive."""
         if state is None:
             model = self.mpc.model
             state = State(np.asarray(model.q_standing, float), np.zeros(model.nv))
@@ -281,7 +279,7 @@ class RealTimeMPC:
 
 def realtime_mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot",
                             horizon: float = 0.5, iterations: int = 1,
-                            feedback: bool = False, lookahead: float | str = "auto",
+                            feedback: bool = False, lookahead: float | Literal["auto"] = "auto",
                             process: bool = False, core: int | None = None,
                             **problem_options) -> RealTimeMPC:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first

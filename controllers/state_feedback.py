@@ -66,8 +66,9 @@ class StateFeedbackController:
 def mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot", horizon: float = 0.5,
                    iterations: int = 3) -> StateFeedbackController:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
-    `VelocityCommand`) as a `Controller`. Three FDDP iterations per cycle is what walks on
-    MuJoCo: with one, Go2 falls after 1.3-2.9 s (see tests/test_mpc.py)."""
+    `VelocityCommand`) as a `Controller`. Three FDDP iterations per cycle walk on MuJoCo in
+    lockstep (`tests/controllers/test_mpc.py`); with one, the MPC is not robust to a plant whose
+    contact differs from its smooth planning model."""
     from .mpc import MPC
 
     planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)

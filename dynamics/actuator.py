@@ -14,9 +14,10 @@ import jax.numpy as jnp
 from dynamics.configuration import State
 from dynamics.model import Model
 
-# Standing gains (Kp [N m/rad], Kd [N m s/rad]) measured to hold each robot's standing pose on
-# flat ground and on a 10 degree slope (mu = 0.8) at dt = 2 ms with every contact model; softer
-# gains (Go2 at 40/1, ANYmal C at PAPER.md's 85/3) let the legs fold on the slope.
+# Standing gains (Kp [N m/rad], Kd [N m s/rad]) that hold each robot's standing pose on flat
+# ground and on a 10 degree slope (mu = 0.8) at dt = 2 ms with every contact model
+# (`tests/contact/test_contact_physics.py`); softer gains (Go2 at 40/1, ANYmal C at PAPER.md's
+# 85/3) let the legs fold on the slope.
 DEFAULT_GAINS = {
     "solo12": (3.0, 0.1),
     "go2": (80.0, 2.0),

@@ -14,6 +14,7 @@ from .newton_euler import body_inertias
 
 
 def crba(ops, model: Model, kin: Kinematics):
+    """Joint-space mass matrix `M(q) (nv, nv)` at the kinematics `kin`, armature included."""
     nj = model.njoints
     composite = body_inertias(ops, model)
     xs = [spatial.inv_action_matrix(ops, kin.parent_placement[i]) for i in range(nj)]

@@ -2,9 +2,9 @@
 
 `kinematics`, `composite_inertia` and `newton_euler` walk the tree one joint at a time, written
 once for JAX and CasADi. Under `jax.jacfwd` each of their hundreds of tiny per-joint operations
-is vectorised over the tangent directions and costs its dispatch, not its arithmetic (measured:
-a Go2 step's Jacobian time follows its HLO instruction count, BENCHMARKS.md "Where one step's
-Jacobian goes"). This module computes the same quantities, JAX only, with the joints of one
+is vectorised over the tangent directions and costs its dispatch, not its arithmetic (a step's
+Jacobian time follows its HLO instruction count, `benchmarks/bench_step_jacobian.py`). This
+module computes the same quantities, JAX only, with the joints of one
 tree depth handled together and everything else as products of `(nj, ...)` and `(nv, ...)`
 arrays, all in the world frame (`W`, z up; motions `[v_O; w]` with `v_O` the velocity of the
 body point at the world origin, forces `[f; n_O]`, linear part first, as in `spatial`):
@@ -24,7 +24,7 @@ body point at the world origin, forces `[f; n_O]`, linear part first, as in `spa
 The velocity of the world-origin point of body i is the fixed-frame form of Featherstone's
 recursions (RBDA ch. 2 and 5): `S_d` of a joint moves with its body, so `d/dt S_d = V_i x S_d`
 and `S-dot qd` of joint i is `V_lambda x (V_i - V_lambda) = V_lambda x V_i`.
-`tests/test_dense_terms.py` checks every output against Pinocchio's C++ (`crba`, `rnea`,
+`tests/dynamics/test_dense_terms.py` checks every output against Pinocchio's C++ (`crba`, `rnea`,
 `getFrameJacobian`) and against the per-joint recursions.
 
 Supported trees: any number of roots; free-flyer joints only at a root; every other joint
@@ -163,7 +163,7 @@ def matmul(a, b):
     Not `@` or `einsum`: a product with batch dimensions becomes a batched `dot_general`, and
     under nested `vmap` (the batched trajectory solver: problems x knots x joints) XLA 0.10.2
     on CPU rejected it ("hlo verifier: Expected instruction to have shape f64[4,8,3,3,3],
-    actual shape is f64[3,4,8,3,3]", `tests/test_batched_trajopt.py`). Products with a
+    actual shape is f64[3,4,8,3,3]", `tests/trajopt/test_batched_trajopt.py`). Products with a
     constant (the Levi-Civita tensor) or over the joint dimension stay `dot`s."""
     return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
 

@@ -23,18 +23,18 @@ numbers and `M_B`, `J_f,B`, `p_f,B` on only the 12 joint angles. With `jacobian_
 
 once from the primal point and returns each tangent as a product with them: linear in the
 tangents, so `jacfwd`, `jvp`, `vmap` and (by transposition) `grad` work, and the values are the
-same as plain AD's to rounding (`tests/test_floating_base_terms.py` checks both against
+same as plain AD's to rounding (`tests/dynamics/test_floating_base_terms.py` checks both against
 Pinocchio's C++ and against AD). It pays off when many directions are pushed at once (a knot's
 Jacobian); for one direction or reverse mode plain AD (`jacobian_rule=False`) is cheaper. The
 base rotations stay plain AD either way: they are a few 3x3 products.
 
-Two ways to form those Jacobians, the same values to rounding (`tests/test_leg_terms.py`):
+Two ways to form those Jacobians, the same values to rounding (`tests/dynamics/test_leg_terms.py`):
 
 - leg by leg (`dynamics.leg_terms`), when the base's children are equal chains of 1-DoF joints
   holding the frames (every quadruped here): the terms regrouped by leg, whose angle Jacobian is
   block-sparse, formed with 3 directions per leg, the bias's with 9 per leg and its gravity
-  columns read off `M`. Go2 (`benchmarks/bench_floating_base_rule.py`, pinned to one core):
-  the rule's Jacobians 175 -> 75 us, a whole step's `jacfwd` 488 -> 335 us;
+  columns read off `M`: cheaper than the dense rule, for the rule's Jacobians and for a whole
+  step's `jacfwd` (`benchmarks/bench_floating_base_rule.py`);
 - otherwise `jacfwd` of the dense terms: 12 directions through all of them, 21 through `h_B`.
 """
 

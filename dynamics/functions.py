@@ -22,6 +22,7 @@ from . import newton_euler as _rnea
 from .backend import JaxOps
 from .model import Model
 
+ReferenceFrame = _kin.ReferenceFrame
 LOCAL = _kin.LOCAL
 WORLD = _kin.WORLD
 LOCAL_WORLD_ALIGNED = _kin.LOCAL_WORLD_ALIGNED
@@ -68,7 +69,7 @@ def frame_placements(model: Model, q, frames):
     return jnp.stack(rs), jnp.stack(ps)
 
 
-def frame_velocity(model: Model, q, v, frame, reference: str = LOCAL_WORLD_ALIGNED):
+def frame_velocity(model: Model, q, v, frame, reference: ReferenceFrame = LOCAL_WORLD_ALIGNED):
     """Spatial velocity `(6,) = [linear; angular]` of a frame in `reference` (see kinematics)."""
     _check(model, q, v)
     ops = _ops(q, v)
@@ -77,7 +78,7 @@ def frame_velocity(model: Model, q, v, frame, reference: str = LOCAL_WORLD_ALIGN
     return _kin.frame_velocity(ops, model, kin, vel, model.frame_id(frame), reference)
 
 
-def frame_jacobian(model: Model, q, frame, reference: str = LOCAL_WORLD_ALIGNED):
+def frame_jacobian(model: Model, q, frame, reference: ReferenceFrame = LOCAL_WORLD_ALIGNED):
     """Frame Jacobian `(6, nv)`: `frame_velocity(q, v) = J v`."""
     _check(model, q)
     ops = _ops(q)
@@ -85,7 +86,7 @@ def frame_jacobian(model: Model, q, frame, reference: str = LOCAL_WORLD_ALIGNED)
     return _kin.frame_jacobian(ops, model, kin, model.frame_id(frame), reference)
 
 
-def frame_jacobians(model: Model, q, frames, reference: str = LOCAL_WORLD_ALIGNED):
+def frame_jacobians(model: Model, q, frames, reference: ReferenceFrame = LOCAL_WORLD_ALIGNED):
     """Jacobians `(k, 6, nv)` of several frames from one kinematics pass."""
     _check(model, q)
     ops = _ops(q)

@@ -11,14 +11,16 @@ with motion subspace `S = 1_6` (free flyer), `[0; a]` (revolute about a), `[a; 0
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from . import spatial
-from .model import FREE_FLYER, PRISMATIC, REVOLUTE, Model
+from .model import FREE_FLYER, PRISMATIC, REVOLUTE, JointType, Model
 
-LOCAL = "local"
-WORLD = "world"
-LOCAL_WORLD_ALIGNED = "local_world_aligned"
-REFERENCE_FRAMES = (LOCAL, WORLD, LOCAL_WORLD_ALIGNED)
+ReferenceFrame = Literal["local", "world", "local_world_aligned"]
+LOCAL: ReferenceFrame = "local"
+WORLD: ReferenceFrame = "world"
+LOCAL_WORLD_ALIGNED: ReferenceFrame = "local_world_aligned"
+REFERENCE_FRAMES: tuple[ReferenceFrame, ...] = (LOCAL, WORLD, LOCAL_WORLD_ALIGNED)
 
 
 @dataclass
@@ -33,7 +35,7 @@ class Kinematics:
     world_placement: list
 
 
-def motion_subspace(ops, jtype: str, axis):
+def motion_subspace(ops, jtype: JointType, axis):
     """`S` as a constant `(6, nv_j)` block."""
     import numpy as np
 
@@ -49,7 +51,7 @@ def motion_subspace(ops, jtype: str, axis):
     return ops.const(s)
 
 
-def joint_transform(ops, jtype: str, axis, q_joint):
+def joint_transform(ops, jtype: JointType, axis, q_joint):
     """`M_J(q_j)` as `(R, p)` for the joint's own coordinates `q_joint (nq_j,)`."""
     if jtype == FREE_FLYER:
         return spatial.quat_to_rotation(ops, q_joint[3:7]), q_joint[0:3]
@@ -121,7 +123,9 @@ def frame_placement(ops, model: Model, kin: Kinematics, frame_id: int):
     return local if joint < 0 else spatial.compose(ops, kin.world_placement[joint], local)
 
 
-def frame_velocity(ops, model: Model, kin: Kinematics, joint_vel: list, frame_id: int, reference):
+def frame_velocity(
+    ops, model: Model, kin: Kinematics, joint_vel: list, frame_id: int, reference: ReferenceFrame
+):
     """Spatial velocity `(6,)` of a frame, expressed in `reference` (see `REFERENCE_FRAMES`).
 
     local: in the frame itself; world: in the world frame, linear part = velocity of the point
@@ -146,7 +150,7 @@ def frame_velocity(ops, model: Model, kin: Kinematics, joint_vel: list, frame_id
     raise ValueError(f"reference must be one of {REFERENCE_FRAMES}, got {reference!r}")
 
 
-def frame_jacobian(ops, model: Model, kin: Kinematics, frame_id: int, reference):
+def frame_jacobian(ops, model: Model, kin: Kinematics, frame_id: int, reference: ReferenceFrame):
     """Frame Jacobian `(6, nv)` with `J v` = `frame_velocity(..., reference)`.
 
     Column block of an ancestor joint j in the world frame: `o_M_j . S_j`; the

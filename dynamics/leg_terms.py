@@ -24,11 +24,11 @@ and joints `1..n` of leg l root first (`j <= k`: j is k or an ancestor):
 
 (blocks of other legs zero; the armature on the diagonal of `M`). These are the sums of
 `dense_terms.mass_and_bias` and `frame_jacobians` regrouped by leg: the same values to rounding
-(`tests/test_leg_terms.py`). Hence the Jacobian over `q_j` is block-sparse: leg l's angles move
-only the base rows and columns and leg l's own. `terms_and_jacobians` forms it as `jvp`s along
-the `n` angles of one leg, `vmap`ped over the legs (3 directions through a quarter of the work
-instead of 12 through all of it), and `dh_B / d(v, g_B)` as `jacfwd` of the leg's bias over
-`(v_B, v_l)` (`6 + n` directions) with the gravity columns read off the mass terms:
+(`tests/dynamics/test_leg_terms.py`). Hence the Jacobian over `q_j` is block-sparse: leg l's
+angles move only the base rows and columns and leg l's own. `terms_and_jacobians` forms it as
+`jvp`s along the `n` angles of one leg, `vmap`ped over the legs (3 directions through a quarter
+of the work instead of 12 through all of it), and `dh_B / d(v, g_B)` as `jacfwd` of the leg's
+bias over `(v_B, v_l)` (`6 + n` directions) with the gravity columns read off the mass terms:
 
     dh_k / dg_B = -(Ic_k S_k)[0:3],  dF_{l,1} / dg_B = -Ic_{l,1}[:, 0:3],  df_0 / dg_B = -I_0[:, :3]
 
@@ -54,9 +54,9 @@ from .model import FREE_FLYER, PRISMATIC, REVOLUTE, Model
 
 # The cross products and the sums along a chain are written out element by element: under
 # `jacfwd` and `vmap` they stay elementwise operations that XLA fuses with their neighbours, where
-# an `einsum` with the Levi-Civita tensor or a triangular matrix is a kernel of its own (measured
-# on Go2's rule, benchmarks/bench_floating_base_rule.py: 111 -> 70 us). The matrix products stay
-# multiply-and-sums (`dense_terms.matmul`): written out as well they made it slower (150 us).
+# an `einsum` with the Levi-Civita tensor or a triangular matrix is a kernel of its own (faster
+# on Go2's rule, benchmarks/bench_floating_base_rule.py). The matrix products stay
+# multiply-and-sums (`dense_terms.matmul`): written out element by element they are slower.
 
 
 def skew(a):

@@ -9,8 +9,8 @@ tangent costs one product `dM X` and one product with `M^-1`, formed once from t
 primal computes (with every tangent direction in the right-hand side, as under `jacfwd`, one
 matrix product is cheaper than two triangular solves with that many columns). Plain
 automatic differentiation of `cho_factor` instead pushes every tangent direction through the
-factorisation (measured on ANYmal C, 48 directions: 12 ms against 0.13 ms for the primal
-CRBA + Cholesky, `benchmarks/bench_linearize.py`).
+factorisation, far dearer under `jacfwd` than the primal CRBA + Cholesky
+(`benchmarks/bench_linearize.py`).
 
 The rule is a `jax.custom_jvp` with a tangent linear in `(dM, dB)`: `jacfwd`, `jvp` and `vmap`
 work directly, `grad` and `vjp` by transposition.
@@ -36,7 +36,7 @@ def _mass_solve_jvp(primals, tangents):
     factor = jsl.cho_factor(mass)
     x = jsl.cho_solve(factor, rhs)
     # The tangent through an explicit inverse: under `jacfwd` the right-hand side carries every
-    # tangent direction (a Go2 step: 49 x 13 columns), and one matrix product with `M^-1` costs
-    # a fifth of two triangular solves with that many columns (41 against 188 us, 18 x 637).
+    # tangent direction, and one matrix product with `M^-1` is cheaper than two triangular
+    # solves with that many columns.
     inverse = jsl.cho_solve(factor, jnp.eye(mass.shape[-1], dtype=x.dtype))
     return x, inverse @ (drhs - dmass @ x)

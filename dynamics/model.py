@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Literal
 
 import jax
 import numpy as np
 
-FREE_FLYER = "free_flyer"
-REVOLUTE = "revolute"
-PRISMATIC = "prismatic"
+JointType = Literal["free_flyer", "revolute", "prismatic"]
+FREE_FLYER: JointType = "free_flyer"
+REVOLUTE: JointType = "revolute"
+PRISMATIC: JointType = "prismatic"
 
 _ARRAY_FIELDS = (
     "joint_rotation",
@@ -192,7 +194,7 @@ jax.tree_util.register_dataclass(
 )
 
 
-def _joint_kind(jmodel) -> tuple[str, tuple | None]:
+def _joint_kind(jmodel) -> tuple[JointType, tuple | None]:
     """Map a Pinocchio joint model to (type, axis)."""
     short = jmodel.shortname()
     basis = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}

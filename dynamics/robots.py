@@ -175,8 +175,8 @@ def load_robot(
         velocity = np.array(pm.velocityLimit, dtype=float)
         velocity[6:] = spec.velocity_limit
     # Standing pose: the SRDF's joints (neutral joints for URDFs), with the base height set so
-    # that the lowest foot sphere touches z = 0 (ANYmal C's SRDF pose has its feet 3.4 cm
-    # below the ground with the 3 cm foot sphere; Go2's and Solo12's are within 0.5 mm).
+    # that the lowest foot sphere touches z = 0 (ANYmal C's SRDF pose puts its foot spheres
+    # below the ground; Go2's and Solo12's nearly touch it).
     q_standing = np.array(robot.q_standing, dtype=float)
     radii = np.broadcast_to(np.asarray(foot_radius, float), (len(foot_names),))
     frames = [pm.getFrameId(f) for f in foot_names if pm.existFrame(f)]

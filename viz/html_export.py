@@ -1,12 +1,12 @@
 """Self-contained HTML replay of a trajectory: one file, no server, opens in any browser.
 
 The page holds the Meshcat viewer's JavaScript (shipped inside the `meshcat` package, MIT
-licence, about 0.85 MB) and the scene of `viz.scene.build_scene` as base64 msgpack commands
+licence) and the scene of `viz.scene.build_scene` as base64 msgpack commands
 (the bytes a Meshcat server would send over its websocket), decoded and applied in order when
 the page loads. The animation starts at once and loops; Meshcat's "Animations" panel pauses,
 scrubs and changes the speed. Floats are stored in single precision.
 
-    >>> export_html(traj, "results/trot_go2.html")   # -> path; ~2 MB for a 2 s Go2 trot
+    >>> export_html(traj, "results/trot_go2.html")   # -> path
 """
 
 from __future__ import annotations

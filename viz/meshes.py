@@ -3,7 +3,7 @@
 Everything here returns `(vertices (n, 3) float, faces (m, 3) int)` in the frame named in the
 docstring. Meshcat draws them as `BufferGeometry` with flat shading, so no normals are stored:
 a mesh costs 12 bytes a vertex and 12 bytes a triangle, which is what keeps the HTML replay
-small (Go2's Collada files are 11 MB of text for one robot; see `simplify`).
+small (a robot's Collada files are megabytes of text; see `simplify`).
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ def simplify(vertices, faces, cell: float):
     """Vertex-clustering simplification: vertices in the same cube of side `cell` [m] merge
     into their mean; triangles that collapse or repeat are dropped.
 
-    The shape moves by at most `cell * sqrt(3)` (about 5 mm at the default 3 mm cell), far
-    below what a screen shows of a 0.7 m robot, and Go2's 40 k vertices drop to a few
-    thousand. `cell <= 0` returns the mesh unchanged.
+    The shape moves by at most `cell * sqrt(3)`: for a cell of a few millimetres, far below
+    what a screen shows of a robot, while the vertex count drops by an order of magnitude.
+    `cell <= 0` returns the mesh unchanged.
     """
     vertices = np.asarray(vertices, dtype=float)
     faces = np.asarray(faces, dtype=np.int64)

@@ -131,8 +131,7 @@ def reference_configurations(traj, q_standing, terrain=None) -> np.ndarray | Non
         x += traj.dt * (c * velocity[k, 0] - s * velocity[k, 1])
         y += traj.dt * (s * velocity[k, 0] + c * velocity[k, 1])
         psi += traj.dt * velocity[k, 2]
-    # the terrain under every knot in one call, not one eager JAX dispatch per knot (the
-    # kinematic guess had the same pattern: 0.59 -> 0.043 s there)
+    # the terrain under every knot in one call, not one eager JAX dispatch per knot
     ground = 0.0 if terrain is None else _height(terrain, out[:, 0], out[:, 1])
     out[:, 2] = ground + base_height
     return out
