@@ -1,11 +1,11 @@
-"""A trained policy against the issue's demonstration targets: tracking error in our simulator
+"""A trained policy against its demonstration targets: tracking error in our simulator
 at fixed commands up to 1 m/s, and a 20 s walk in MuJoCo through the hardware interface.
 
     python benchmarks/bench_policy.py --policy results/shac_go2/policy.eqx \
         --training results/shac_go2/checkpoints/metrics.json
 
-1. Our simulator (`learning.training.env`, no randomisation, the policy alone from
-   `--runs` noisy standing resets per command; `shac.evaluate` with fixed commands): per
+1. Our simulator (`learning.env`, no randomisation, the policy alone from `--runs` noisy
+   standing resets per command; `learning.evaluation.evaluate` with fixed commands): per
    command of the grid `--vx` x `--vy` x `--yaw` the mean `|v_xy - c_xy|` [m/s] and
    `|omega_z - c_yaw|` [rad/s] after `--settle` s and the fall fraction, once with the contact
    model it trained with (`smooth`, kappa `--kappa`) and once with the `hard` model (no
@@ -19,7 +19,8 @@ at fixed commands up to 1 m/s, and a 20 s walk in MuJoCo through the hardware in
    commands one after another per seed of `--mujoco-randomize` (domain randomisation:
    payload, friction, latency, pushes; no seed: nominal MuJoCo): per run the worst and mean
    tracking errors over the commands, the pushes, the lowest base height, the safety mode.
-3. With `--training` (a `metrics.json` of `shac.train`): iterations, env steps and wall time.
+3. With `--training` (a training run's `metrics.json`, `learning.metrics_log.MetricsLog`):
+   iterations, env steps and wall time.
 
 Written to the `## Trained policy` section of BENCHMARKS.md (`--section` names another;
 `--no-write`: print only).
@@ -27,7 +28,7 @@ Written to the `## Trained policy` section of BENCHMARKS.md (`--section` names a
     python benchmarks/bench_policy.py --policy results/omni/policy.eqx --gait-period 0.4 \
         --vx -1 -0.5 0 0.5 1 --vy -0.5 0 0.5 --yaw -1 0 1 --runs 2 --seconds 10 \
         --mujoco-commands omni --mujoco-randomize 0 1 2 --mujoco-seconds 28 \
-        --section "## Omnidirectional policy (issue 16, item 4)"
+        --section "## Omnidirectional policy"
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HEADING = "## Trained policy (demonstration: learning/training)"
+HEADING = "## Trained policy"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,9 +54,9 @@ def simulator_rows(policy, args) -> list[dict]:
     import jax
     import numpy as np
 
+    from learning.env import EnvConfig, Randomization
+    from learning.evaluation import evaluate
     from learning.policy import CONTROL_DT
-    from learning.training import shac
-    from learning.training.env import EnvConfig, Randomization
 
     steps = int(round(args.seconds / CONTROL_DT))
     settle = int(round(args.settle / CONTROL_DT))
@@ -66,7 +67,7 @@ def simulator_rows(policy, args) -> list[dict]:
                            randomization=Randomization.none(), gait_period=args.gait_period)
         keys = jax.random.split(jax.random.PRNGKey(2024), args.runs * len(grid))
         commands = np.repeat(np.array(grid, dtype=float), args.runs, axis=0)
-        out = shac.evaluate(policy, config, keys, steps, commands=commands, settle=settle)
+        out = evaluate(policy, config, keys, steps, commands=commands, settle=settle)
         for i, (vx, vy, yaw) in enumerate(grid):
             part = slice(i * args.runs, (i + 1) * args.runs)
             row = {

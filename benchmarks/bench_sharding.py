@@ -9,9 +9,10 @@ fixes the device count at start-up). Fake CPU devices share the machine's cores:
 machine, more devices cannot run faster, and they add partitioning and collective overhead.
 The numbers show that the code paths run and what they cost here, not a scaling curve.
 
-1. SHAC (`shac.train(devices=d)`, Solo12, smooth contact, float64, `fast_compile`): the same
-   global batch on d = 1, 2, 4 devices; env steps/s = num_envs x horizon / iteration time,
-   median over the timed iterations (the first iteration, which compiles, is not timed).
+1. SHAC (`learning.shac.train.train(devices=d)`, Solo12, smooth contact, float64,
+   `fast_compile`): the same global batch on d = 1, 2, 4 devices; env steps/s = num_envs x
+   horizon / iteration time, median over the timed iterations (the first iteration, which
+   compiles, is not timed).
 2. Batched FDDP (`trajopt.batched.solve_batched`, Solo12 trot, a grid of forward velocities):
    problems/s for batch sizes B (one compiled structure per B; compilation reported apart),
    against B single solves with `fddp.solve_fddp` (already compiled), and B = max on 4 devices.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-HEADING = "## Scale-out on fake CPU devices (issue 17)"
+HEADING = "## Scale-out on fake CPU devices"
 DEVICES = 4
 
 
@@ -42,8 +43,9 @@ def bench_training(envs: int, horizon: int, iterations: int) -> list[dict]:
     import jax.numpy as jnp
     import numpy as np
 
+    from learning.env import EnvConfig
     from learning.policy import Policy
-    from learning.training import EnvConfig, SHACConfig, train
+    from learning.shac.train import SHACConfig, train
 
     config = SHACConfig(env=EnvConfig(robot="solo12"), num_envs=envs, horizon=horizon,
                         critic_iterations=4, fast_compile=True)  # fmt: skip

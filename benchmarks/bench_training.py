@@ -8,10 +8,10 @@
         --init results/distill/policy.eqx --gait-period 0.4 --lr 3e-4 --seed 1   # warm start
 
 Methods, each for `--minutes` of wall time (compilation included, and reported separately):
-  (a) shac-smooth: analytic gradients (`learning.training.shac`, its defaults:
+  (a) shac-smooth: analytic gradients (`learning.shac`, its defaults:
       short-horizon return, no critic bootstrap) with the smooth hard-contact model;
   (b) shac-penalty: the same with the penalty contact model (the other differentiable model);
-  (c) ppo: PPO (`learning.training.ppo`, zeroth order: no gradient through the
+  (c) ppo: PPO (`learning.ppo`, zeroth order: no gradient through the
       simulator), on the smooth model's environment;
   (d) shac-critic (optional): (a) with the critic's value bootstrapped into the actor loss
       (SHAC proper, `critic_bootstrap=True`);
@@ -24,11 +24,11 @@ All train the same `Policy` network on the same `LocomotionEnv` task (velocity t
 the command ranges and domain randomisation given on the command line, defaults those of
 `EnvConfig`) and are evaluated the same way: every
 `--eval-every` seconds the deterministic policy runs from 32 fixed resets for 3 s in the
-environment of (a) (`shac.evaluate`), and its mean tracking error `|v_xy - c_xy|` [m/s] (until a
-fall) and fall fraction are recorded. Reported: curves against env steps and wall time
-(`benchmarks/results/training_curves.png`), and per method the env steps and wall time to
-first reach each tracking-error threshold. Results go to the `## Policy training` section of
-BENCHMARKS.md.
+environment of (a) (`learning.evaluation.evaluate`), and its mean tracking error
+`|v_xy - c_xy|` [m/s] (until a fall) and fall fraction are recorded. Reported: curves
+against env steps and wall time (`benchmarks/results/training_curves.png`), and per method the
+env steps and wall time to first reach each tracking-error threshold. Results go to the
+`## Policy training` section of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-HEADING = "## Policy training (learning/training)"
+HEADING = "## Policy training"
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 
@@ -49,21 +49,21 @@ THRESHOLDS = (0.5, 0.3, 0.2, 0.1)  # [m/s]
 def _evaluator(env_config, seconds=3.0, n=32):
     import jax
 
+    from learning.evaluation import evaluate as evaluate_policy
     from learning.policy import CONTROL_DT
-    from learning.training import shac
 
     keys = jax.random.split(jax.random.PRNGKey(1234), n)
     steps = int(round(seconds / CONTROL_DT))
 
     def evaluate(policy):
-        out = shac.evaluate(policy, env_config, keys, steps)
+        out = evaluate_policy(policy, env_config, keys, steps)
         return out["mean_tracking_error"], out["fell_fraction"]
 
     return evaluate
 
 
 def run_shac(env_config, args, evaluate, critic_bootstrap=False, policy=None):
-    from learning.training import shac
+    from learning.shac import train as shac
 
     config = shac.SHACConfig(env=env_config, num_envs=args.envs, horizon=args.horizon,
                              actor_lr=args.lr, critic_bootstrap=critic_bootstrap,
@@ -79,17 +79,19 @@ def run_ppo(env_config, args, evaluate):
     import jax
     import optax
 
-    from learning.training import ppo, shac
+    from learning.env import make_env
+    from learning.ppo import networks as ppo_networks
+    from learning.ppo import train as ppo
 
-    env = shac.make_env(env_config)
+    env = make_env(env_config)
     config = ppo.PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.ppo_steps, seed=args.seed)
     key = jax.random.key(config.seed)
     k_model, k_env, key = jax.random.split(key, 3)
     # with --gait-period the environment's observation carries the clock: so must the policy's
-    model = ppo.ActorCritic.create(k_model, env.nu, config, clock=env.clock)
+    model = ppo_networks.ActorCritic.create(k_model, env.nu, config, clock=env.clock)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))  # fmt: skip
-    opt_state = optimizer.init(eqx.filter(model, ppo._trainable(model)))
+    opt_state = optimizer.init(eqx.filter(model, ppo_networks.trainable(model)))
     envs = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs))
     obs = jax.vmap(env.observe)(envs)
     iteration = ppo.make_iteration(env, config, optimizer)
@@ -198,7 +200,7 @@ def run_method(name, args):
 
 def task_config(args):
     """The benchmark's `EnvConfig`: `EnvConfig` defaults, changed by the command line."""
-    from learning.training.env import EnvConfig
+    from learning.env import EnvConfig
 
     config = EnvConfig(robot=args.robot, contact="smooth", dtype=args.dtype, kappa=args.kappa,
                        gait_period=args.gait_period)  # fmt: skip

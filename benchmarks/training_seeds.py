@@ -10,7 +10,7 @@ method's runs are its seeds. Per method it reports how many seeds reached each t
 threshold (the first evaluation at or below it in which no run fell, as `bench_training`
 counts it) and the mean and range of the environment steps and the wall time to it over the
 seeds that reached it, the final and best errors (mean and range) and the final fall fraction.
-The warm-start comparison of issue 16 (item 3) is stated for the pair `shac-init` (from a saved
+The warm-start comparison is stated for the pair `shac-init` (from a saved
 policy) against `shac-smooth` (fresh): the warm start's time to the threshold against half the
 fresh start's, seed by seed and on average; a fresh run that never reached it counts as "more
 than its budget", so the comparison is then a bound, and says so.
@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from benchmarks.bench_training import first_reaching  # noqa: E402  (the one definition of "reached")
 
-HEADING = "## Policy training: methods over seeds (issue 16, items 3 and 5)"
+HEADING = "## Policy training: methods over seeds"
 THRESHOLDS = (0.3, 0.1)  # [m/s]
 WARM, FRESH = "shac-init", "shac-smooth"
 
@@ -93,7 +93,7 @@ def summarize(runs: list[dict], thresholds=THRESHOLDS) -> dict:
 
 
 def warm_against_fresh(summaries: dict, threshold: float = 0.1) -> str | None:
-    """One sentence on issue 16's bar (the warm start reaches `threshold` in at most half the
+    """One sentence on the warm-start bar (the warm start reaches `threshold` in at most half the
     fresh start's wall time), from the two methods' summaries; None if either is missing."""
     if WARM not in summaries or FRESH not in summaries:
         return None

@@ -62,7 +62,7 @@ OMNI_TOUR = ((0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.5, 0.0), (-1.0, 0.0, 0.0)
              (-1.0, -0.5, -1.0), (0.5, -0.3, 0.5), (0.0, 0.0, 0.0))  # fmt: skip
 HOW_TO_EXPORT = """\
 an exported policy folder is needed (--policy FOLDER). Train a policy
-(learning.training; examples/distill_policy.py --out results/distill_go2 exports to
+(learning.shac, learning.distill; examples/distill_policy.py --out results/distill_go2 exports to
 results/distill_go2/export) or export a learning.policy.Policy yourself:
 
     from learning.policy_export import export_policy

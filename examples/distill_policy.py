@@ -11,10 +11,11 @@
    script runs again, so an interrupted build resumes.
    `--dart-seconds S`: also `--dart-runs` MPC runs of S s per command with noise on its actions
    (DART, `--dart-noise`), every visited state labelled with the MPC's own action
-   (`distill.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps only those.
+   (`learning.distill.cloning.expert_rollouts`, saved in `<out>/dart/`); `--no-solves` keeps
+   only those.
    `--dart-starts N --dart-start-seconds S` (default 2 s): N more DART runs per command, only
    the first S s from standing (seeds after the long runs'): more of the start, where the
-   students fall (BENCHMARKS.md, "Averaged students").
+   students fall.
    `--expert-iterations N`: the MPC expert (DART, DAgger) runs N FDDP iterations per cycle.
 2. Behaviour cloning on the (observation, action) pairs (`--bc-epochs`). `--students K`: K
    networks cloned on the same data (network seeds `--seed` .. `--seed` + K - 1: their own
@@ -22,7 +23,7 @@
    average_policies`: one MLP K times as wide whose action is the mean of theirs).
    `--dagger-failures`: then each student runs alone at every command; where it falls it runs
    again for `--dagger-seconds` from standing with the MPC labelling its states
-   (`distill.failure_runs`), and all students are cloned again on the data plus those.
+   (`cloning.failure_runs`), and all students are cloned again on the data plus those.
 3. `--dagger-rounds` rounds of DAgger with the MPC as expert, `--dagger-seconds` per command.
 After each stage it prints the imitation loss and the closed-loop tracking error of the policy
 alone in this project's simulator. Saves the policy (`policy.eqx`, `learning.policy.
@@ -40,13 +41,15 @@ import jax
 import numpy as np
 
 import dynamics
+from learning.distill import cloning, dataset
+from learning.evaluation import evaluate_policy
+from learning.plant import Plant
 from learning.policy import Policy, average_policies, save_policy
-from learning.training import distill
 from trajopt.gaits import gait_period as default_gait_period
 
 
 def _evaluate(policy, plant, commands, seconds, gait_period=None):
-    ev = distill.evaluate_policy(
+    ev = evaluate_policy(
         policy, plant, commands, seconds, settle=min(1.0, seconds / 2), gait_period=gait_period
     )
     return {"mean_velocity_error": ev["mean_velocity_error"], "fell_fraction": ev["fell_fraction"],
@@ -59,7 +62,7 @@ def _clone_students(data, nu, clock, seed, students, epochs):
     members, reports = [], []
     for k in range(students):
         member = Policy.create(jax.random.key(seed + k), nu, clock=clock)
-        member, bc_k = distill.behaviour_cloning(member, data, epochs=epochs, seed=seed + k)
+        member, bc_k = cloning.behaviour_cloning(member, data, epochs=epochs, seed=seed + k)
         members.append(member)
         reports.append(bc_k)
         if students > 1:
@@ -82,7 +85,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     end with the gait clock of the first gait's period (`trajopt.gaits.gait_period`); the
     evaluations run the clock from 0 at the start of each rollout, DAgger at the MPC's time."""
     start = time.perf_counter()
-    commands = distill.commands_grid(vx, vy, yaw)
+    commands = dataset.commands_grid(vx, vy, yaw)
     if int(expert_iterations) != expert_iterations or expert_iterations < 1:
         raise ValueError(f"expert_iterations must be a positive integer, got {expert_iterations}")
     if int(students) != students or students < 1:
@@ -97,13 +100,13 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         raise ValueError(f"dart_start_seconds must be positive, got {dart_start_seconds}")
     parts = []
     if solves:
-        parts.append(distill.build_dataset(
+        parts.append(dataset.build_dataset(
             robot, commands, gaits, duration=duration, folder=folder, max_iterations=iterations,
             batched=batched, devices=devices, clock=clock,
         ))  # fmt: skip
         print(f"dataset: {len(parts[-1])} samples from {len(commands) * len(gaits)} solves")
     if dart_seconds > 0:
-        parts.append(distill.expert_rollouts(
+        parts.append(cloning.expert_rollouts(
             robot, commands, gait=gaits[0], seconds=dart_seconds, noise=dart_noise, seed=seed,
             runs=dart_runs, clock=clock, mpc_options=mpc_options,
             folder=os.path.join(out, "dart"),
@@ -111,7 +114,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         print(f"dataset: {len(parts[-1])} samples from {dart_runs * len(commands)} MPC runs "
               f"with noise {dart_noise} (DART)")  # fmt: skip
     if dart_starts:
-        parts.append(distill.expert_rollouts(
+        parts.append(cloning.expert_rollouts(
             robot, commands, gait=gaits[0], seconds=dart_start_seconds, noise=dart_noise,
             seed=seed + (dart_runs if dart_seconds > 0 else 0), runs=dart_starts, clock=clock,
             mpc_options=mpc_options, folder=os.path.join(out, "dart"),
@@ -123,11 +126,11 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
         data = data + part
     model = dynamics.load_robot(robot)
     period = default_gait_period(robot, gaits[0]) if clock else None
-    plant = distill.Plant(robot)
+    plant = Plant(robot)
     members, bc = _clone_students(data, model.nu, clock, seed, int(students), bc_epochs)
     failures = None
     if dagger_failures:
-        new, failures = distill.failure_runs(
+        new, failures = cloning.failure_runs(
             members, plant=plant, commands=commands, gait=gaits[0], seconds=dagger_seconds,
             eval_seconds=eval_seconds, mpc_options=mpc_options,
         )  # fmt: skip
@@ -138,7 +141,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
     policy = average_policies(members)
     if students > 1:
         obs, actions = np.asarray(data.obs, np.float32), np.asarray(data.actions, np.float32)
-        bc["final_loss"] = float(distill.imitation_loss(policy, obs, actions))
+        bc["final_loss"] = float(cloning.imitation_loss(policy, obs, actions))
     evaluation = _evaluate(policy, plant, np.asarray(commands), eval_seconds, period)
     ratio = bc["initial_loss"] / bc["final_loss"]
     print(f"behaviour cloning: imitation loss {bc['initial_loss']:.4f} -> {bc['final_loss']:.4f}"
@@ -156,7 +159,7 @@ def run(robot="go2", gaits=("trot",), vx=(0.0, 0.3, 0.6), vy=(0.0,), yaw=(0.0,),
               "dagger_failures": failures,
               "after_cloning": evaluation, "dagger": []}  # fmt: skip
     if dagger_rounds > 0:
-        policy, data, rounds = distill.dagger(
+        policy, data, rounds = cloning.dagger(
             policy, data, plant=plant, commands=commands, gait=gaits[0], rounds=dagger_rounds,
             seconds=dagger_seconds, mpc_options=mpc_options, eval_seconds=eval_seconds,
             bc_options={"epochs": max(1, bc_epochs // 2), "seed": seed},

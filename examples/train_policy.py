@@ -7,16 +7,17 @@
     python examples/train_policy.py --gait-period 0.4     # the policy also observes a gait clock
 
 `--envs` is the global batch, split over `--devices` devices (default: all that JAX sees) by
-`learning.training.shac.train`. Several hosts: run the same command on each with
+`learning.shac.train.train`. Several hosts: run the same command on each with
 `--coordinator HOST:PORT --num-processes N --process-id I` (or the environment variables
 `DIFFLOCO_COORDINATOR`, `DIFFLOCO_NUM_PROCESSES`, `DIFFLOCO_PROCESS_ID`); process 0 writes
 the checkpoints, the policy and the report.
 
-Environments: `learning.training.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
+Environments: `learning.env` (commands vx in [-1, 1] m/s, vy in [-0.5, 0.5]
 m/s, yaw rate in [-1, 1] rad/s, domain randomisation of payload, friction, PD gains, latency and
 pushes; `--no-randomization` turns it off). Checkpoints every `--checkpoint-every` iterations in
-`<out>/checkpoints/` with `metrics.json`/`metrics.csv` beside them; `--resume` continues from the
-newest one bit for bit. At the end: the policy (`<out>/policy.eqx`,
+`<out>/checkpoints/`, with `metrics.json`/`metrics.csv` beside them written after every
+iteration (`learning.metrics_log.MetricsLog`); `--resume` continues from the newest one bit for
+bit. At the end: the policy (`<out>/policy.eqx`,
 `learning.policy.load_policy`), its NumPy/ONNX export (`<out>/export/`, if
 `learning.policy_export` is available) and an evaluation on fixed commands.
 """
@@ -33,8 +34,11 @@ import time
 import jax
 import numpy as np
 
+from learning.env import EnvConfig, Randomization
+from learning.evaluation import evaluate
+from learning.metrics_log import MetricsLog
 from learning.policy import CONTROL_DT, load_policy, save_policy
-from learning.training import EnvConfig, Randomization, SHACConfig, evaluate, train
+from learning.shac.train import SHACConfig, train
 from trajopt import sharding
 
 
@@ -66,7 +70,7 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     start = time.perf_counter()
     result = train(config, policy, iterations=iterations, checkpoint_dir=folder,
                    checkpoint_every=checkpoint_every, resume=resume, quiet=quiet,
-                   devices=devices)  # fmt: skip
+                   devices=devices, progress_fn=MetricsLog(folder))  # fmt: skip
     seconds = time.perf_counter() - start
     if not sharding.is_main_process():  # process 0 reports and writes the files
         return result, None
@@ -167,7 +171,7 @@ def main(argv=None):
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="the environment's float type (float32 on GPUs)")
     p.add_argument("--gait-period", type=float, default=None,
-                   help="[s] the policy also observes a gait clock of this period (issue 16)")
+                   help="[s] the policy also observes a gait clock of this period")
     p.add_argument("--command-interval", type=float, default=None,
                    help="[s] a new command this often within an episode (default: one each)")
     p.add_argument("--command-extremes", type=float, default=0.0,

@@ -1,14 +1,24 @@
-"""Learned locomotion policies: the network, its training, export and deployment.
+"""Learned locomotion policies: the network, its training, distillation, export and deployment.
 
 - `policy`: the equinox MLP and the observation/action conventions shared by training,
   evaluation and deployment (`save_policy`, `load_policy`).
 - `policy_adapter.PolicyController`: a policy as a `hardware` `Controller`.
 - `policy_export`: weights + conventions + a standalone NumPy runner (`numpy_policy_runner`,
   NumPy alone, for a robot computer) + ONNX.
-- `training/`: the differentiable environment (`env`), SHAC (`shac`), PPO (`ppo`),
-  checkpoints, and distillation from trajectory optimisation and the MPC (`distill`).
+- `env`: the differentiable training environment (`LocomotionEnv`: `reset`, `step`,
+  `observe`, pure and jit/vmap/grad-able, domain randomisation, auto-reset).
+- `plant`: the plant of distillation and of its evaluation (`contact.step` under the MPC's
+  joint PD at the policy's rate).
+- `evaluation`: a policy alone, rolled out and scored (tracking errors, falls), in the
+  environment or the plant: the one evaluation of every trainer.
+- `shac/`: short-horizon actor-critic through the simulator (`networks`, `losses`, `train`).
+- `ppo/`: PPO, the zeroth-order baseline (`networks`, `losses`, `train`).
+- `distill/`: data from trajectory optimisation (`dataset`), the MPC expert (`expert`),
+  behaviour cloning, DART and DAgger (`cloning`).
+- `checkpoint`: atomic checkpoints of a training state; `metrics_log.MetricsLog`: a trainer's
+  `progress_fn` that writes `metrics.json` / `metrics.csv` as training goes.
 
-May import `dynamics`, `contact`, `trajopt`, `hardware` (the interface) and the MPC
-(`controllers.mpc`, `controllers.closed_loop`: distillation's expert). Nothing is imported
-here: the modules pull in JAX, equinox or ONNX only when used.
+A top-level package, the last layer: it may import `dynamics`, `contact`, `hardware`,
+`trajopt` and `controllers` (the MPC is distillation's expert), and nothing imports it but
+`viz`. Nothing is imported here: the modules pull in JAX, equinox or ONNX only when used.
 """

@@ -29,10 +29,11 @@ with `t` [s] the time since the controller's reset (the policy's first observati
 phase 0) and the period from `policy.json`; `policy.clock(t)` computes them,
 `policy.with_clock(obs, t)` appends them to the other `12 + 3 nu` entries.
 
-This module imports only numpy, json and os at module level (and hashlib, from the standard
-library, when loading): a test runs it in a process where JAX cannot be imported.
+This module imports only numpy and the standard library's hashlib, json and os: a test runs it
+in a process where JAX cannot be imported.
 """
 
+import hashlib
 import json
 import os
 
@@ -99,8 +100,6 @@ def _read_config(path):
 
 
 def _sha256(path):
-    import hashlib  # standard library; imported here so the module-level imports stay minimal
-
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

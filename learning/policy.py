@@ -31,7 +31,7 @@ Action `(nu,)`: joint position offsets, `q* = q_default + action_scale * action`
 `[-ACTION_CLIP, ACTION_CLIP]` before scaling), `qd* = 0`, `tau_ff = 0`, the robot's standing
 gains `dynamics.actuator.default_gains` in the drivers' PD; the policy runs at `CONTROL_DT`
 (50 Hz), the PD at every physics step (200 Hz in the training environment
-`learning.training.env`, the drivers' rate on MuJoCo or a robot).
+`learning.env`, the drivers' rate on MuJoCo or a robot).
 
 The same function builds the observation from a simulated `State` (training, JAX, vmap-able)
 and from a `Measurement` (`learning.policy_adapter.observation`, deployment, NumPy);
@@ -46,11 +46,15 @@ action is the mean of theirs (averaged students in distillation).
 
 from __future__ import annotations
 
+import json
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from trajopt.gait_clock import CLOCK_SIZE
+
+from .checkpoint import write_tree
 
 CONTROL_DT = 0.02  # [s] policy period (50 Hz)
 ACTION_SCALE = 0.25  # [rad] per unit action
@@ -135,7 +139,7 @@ class Policy(eqx.Module):
     def create(key, nu: int, hidden=HIDDEN, dtype=jnp.float32, final_scale: float = 0.01,
                clock: bool = False):  # fmt: skip
         """A fresh policy; the last layer is scaled by `final_scale` so the first actions are
-        near zero (the standing pose), a common and measured-to-matter choice for PD policies.
+        near zero (the standing pose), a common choice for PD policies.
         clock: it observes the gait clock (`observation_size(nu, clock=True)` inputs)."""
         if len(hidden) == 0 or len(set(hidden)) != 1:
             raise ValueError(f"hidden layers must share one width (eqx.nn.MLP), got {hidden}")
@@ -166,11 +170,16 @@ class Policy(eqx.Module):
         return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
 
 
+def batched_actions(policy: Policy, obs, dtype):
+    """The actions `(N, nu)` of observations `(N, n_obs)` of a simulation in `dtype`: the
+    observations cast to the policy's dtype, the actions cast back to `dtype`."""
+    pdtype = policy.normalizer.mean.dtype
+    return jax.vmap(policy)(obs.astype(pdtype)).astype(dtype)
+
+
 def save_policy(policy: Policy, path: str) -> None:
     """Write `policy` to `path` (equinox leaves, preceded by a one-line JSON header with the
-    architecture), atomically (`learning.training.checkpoint.write_tree`)."""
-    from .training.checkpoint import write_tree
-
+    architecture), atomically (`learning.checkpoint.write_tree`)."""
     if not isinstance(policy, Policy):
         raise TypeError(
             f"policy must be a learning.policy.Policy, got {type(policy).__name__}"
@@ -182,8 +191,6 @@ def save_policy(policy: Policy, path: str) -> None:
 
 def load_policy(path: str) -> Policy:
     """A policy written by `save_policy`; raises ValueError naming the file if it is not one."""
-    import json
-
     with open(path, "rb") as f:
         try:
             header = json.loads(f.readline().decode())

@@ -35,6 +35,7 @@ and the checksum in policy.json tells the runner when policy.npz is from another
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -222,6 +223,7 @@ def onnx_model(arrays: dict, config: dict):
     """The ONNX graph of the policy (`onnx.ModelProto`, checked with `onnx.checker`):
     observation `[batch, n]` float32 -> Sub mean -> Div std -> Clip +-obs_clip ->
     (Gemm, Elu) per hidden layer -> Gemm -> action `[batch, nu]`."""
+    # onnx is the optional 'export' extra: imported only when a graph is built
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -322,7 +324,7 @@ def export_policy(
     if joint_map.nu != policy.nu:
         raise ValueError(f"the policy has {policy.nu} actions, {robot} {joint_map.nu} joints")
     if onnx:
-        try:
+        try:  # the optional 'export' extra: checked before anything is written
             import onnx as _onnx  # noqa: F401
         except ImportError as err:
             raise ImportError(
@@ -361,8 +363,6 @@ def export_policy(
 def load_numpy_policy(folder):
     """The folder's own `numpy_policy.py`, loaded by path (as a robot computer would, without
     JAX), and its `NumpyPolicy.load(folder)`."""
-    import importlib.util
-
     path = os.path.join(os.fspath(folder), RUNNER_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file (the NumPy runner of an exported policy)")
@@ -385,6 +385,7 @@ class OnnxPolicy:
     `NumpyPolicy`."""
 
     def __init__(self, path: str):
+        # onnxruntime is the optional 'export' extra: imported only when an ONNX policy loads
         import onnxruntime
 
         if not os.path.isfile(path):

@@ -1,5 +1,6 @@
-"""Training runs for tests/test_sharded_training.py, each in its own process (the number of
-fake CPU devices is fixed when JAX starts: `XLA_FLAGS=--xla_force_host_platform_device_count`).
+"""Training runs for tests/learning/test_sharded_training.py, each in its own process (the
+number of fake CPU devices is fixed when JAX starts:
+`XLA_FLAGS=--xla_force_host_platform_device_count`).
 
     python tests/sharded_runs.py ppo  --devices 1 2 4 --out DIR
     python tests/sharded_runs.py shac --devices 1 2 4 --iterations 3 --out DIR
@@ -25,6 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "learning"))  # test_ppo's toy problem
 
 # tiny problems: the point is the code path and the equality of results, not learning
 PPO = dict(num_envs=8, rollout_steps=5, epochs=2, minibatches=2, learning_rate=3e-3,
@@ -58,7 +60,7 @@ def run_ppo(devices: int, out: str, suffix: str) -> None:
     from test_ppo import ReachTarget
 
     from learning.policy import Policy
-    from learning.training import ppo
+    from learning.ppo import train as ppo
 
     config = ppo.PPOConfig(**PPO)
     policy = Policy.create(jax.random.PRNGKey(0), 1, hidden=config.hidden, dtype=jnp.float64)
@@ -76,11 +78,12 @@ def run_shac(args, devices: int, suffix: str) -> None:
     import jax
     import jax.numpy as jnp
 
+    from learning.env import EnvConfig
     from learning.policy import Policy
-    from learning.training import EnvConfig, SHACConfig, shac
+    from learning.shac import train as shac
     from trajopt import sharding
 
-    config = SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
+    config = shac.SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
     policy = Policy.create(jax.random.PRNGKey(0), 12, hidden=config.policy_hidden,
                            dtype=jnp.float64, final_scale=0.3)  # fmt: skip
     result = shac.train(config, policy, iterations=args.iterations, quiet=True, devices=devices)
@@ -96,18 +99,21 @@ def run_shac_resume(args, suffix: str) -> None:
     import jax
     import jax.numpy as jnp
 
+    from learning.env import EnvConfig
+    from learning.metrics_log import MetricsLog
     from learning.policy import Policy
-    from learning.training import EnvConfig, SHACConfig, shac
+    from learning.shac import train as shac
 
-    config = SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
+    config = shac.SHACConfig(env=EnvConfig(robot="solo12"), **SHAC)
     policy = Policy.create(jax.random.PRNGKey(0), 12, hidden=config.policy_hidden,
                            dtype=jnp.float64, final_scale=0.3)  # fmt: skip
     first = args.iterations - 1
     shac.train(config, policy, iterations=first, quiet=True, devices=args.resume_from,
-               checkpoint_dir=args.checkpoint_dir, checkpoint_every=first)  # fmt: skip
+               checkpoint_dir=args.checkpoint_dir, checkpoint_every=first,
+               progress_fn=MetricsLog(args.checkpoint_dir))  # fmt: skip
     rest = shac.train(config, policy, iterations=args.iterations, quiet=True,
                       devices=args.resume_to, checkpoint_dir=args.checkpoint_dir,
-                      resume=True)  # fmt: skip
+                      resume=True, progress_fn=MetricsLog(args.checkpoint_dir))  # fmt: skip
     name = f"shac_resume_d{args.resume_from}_d{args.resume_to}{suffix}.npz"
     _save(os.path.join(args.out, name), rest.state, rest.metrics, [args.resume_to])
 

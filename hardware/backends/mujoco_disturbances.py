@@ -18,7 +18,7 @@ One `Disturbances` draw is fixed for a run and applied to `MuJoCoRobot`, the ind
   training environment kicks: the joint velocities stay, so every body (and the centre of
   mass) gets `dv`. The ones applied are listed in `applied_pushes`.
 
-`DisturbanceRanges.sample` draws them as `learning.training.env.Randomization`
+`DisturbanceRanges.sample` draws them as `learning.env.Randomization`
 draws its per-environment values: uniform payload fraction and friction, a latency in
 `(0, latency_s)`, kicks at exponential intervals of mean `push_interval` with a uniform
 direction and a size uniform in `(0, push_velocity)`.

@@ -1,5 +1,5 @@
 """`benchmarks/bench_training.py --init`: the warm-started method trains from the saved policy
-(issue 16, item 3 needs the same benchmark for a distilled and a fresh start)."""
+(the same benchmark for a distilled and a fresh start)."""
 
 import json
 

@@ -102,8 +102,7 @@ def test_traced_parameters_pass_through_jit_vmap_grad_and_tree_maps():
 def test_the_training_environments_randomised_params_build():
     """The environment's domain randomisation builds `StepParams` per environment inside
     `vmap` (traced friction and damping); the batch comes out with its sampled values."""
-    from learning.training import EnvConfig
-    from learning.training.shac import make_env
+    from learning.env import EnvConfig, make_env
 
     env = make_env(EnvConfig(robot="solo12"))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)

@@ -384,7 +384,8 @@ def test_the_distilled_policy_walks_on_its_own(tmp_path):
     walks 10 s at each command without falling, mean velocity error under 0.15 m/s; exported, it
     walks 20 s at 0.5 m/s in MuJoCo through the hardware interface and the safety layer."""
     pytest.importorskip("mujoco")
-    from learning.training import distill
+    from learning.evaluation import evaluate_policy
+    from learning.plant import Plant
 
     policy, report = _load("distill_policy").main(
         ["--robot", "go2", "--vx", "0", "0.25", "0.5", "--yaw", "-0.5", "0", "0.5", "--clock",
@@ -394,8 +395,8 @@ def test_the_distilled_policy_walks_on_its_own(tmp_path):
     commands = np.asarray(report["commands"], dtype=float)
     period = report["gait_clock_period"]
     for contact in ("smooth", "hard"):
-        ev = distill.evaluate_policy(policy, distill.Plant("go2", contact=contact), commands,
-                                     10.0, settle=1.0, gait_period=period)  # fmt: skip
+        ev = evaluate_policy(policy, Plant("go2", contact=contact), commands,
+                             10.0, settle=1.0, gait_period=period)  # fmt: skip
         print(contact, ev["velocity_error"], ev["fell"])
         assert not np.any(ev["fell"]), contact
         assert ev["mean_velocity_error"] < 0.15, contact
@@ -418,7 +419,8 @@ def test_the_distilled_policy_walks_the_issues_whole_grid(tmp_path):
     every command; exported, it walks 20 s at 0.5 m/s in MuJoCo through the hardware interface
     and the safety layer. Not every network seed passes: BENCHMARKS.md, "Averaged students"."""
     pytest.importorskip("mujoco")
-    from learning.training import distill
+    from learning.evaluation import evaluate_policy
+    from learning.plant import Plant
 
     policy, report = _load("distill_policy").main(
         ["--robot", "go2", "--vx", "0", "0.25", "0.5", "0.75", "--vy", "-0.3", "0", "0.3",
@@ -430,8 +432,8 @@ def test_the_distilled_policy_walks_the_issues_whole_grid(tmp_path):
     commands = np.asarray(report["commands"], dtype=float)
     assert len(commands) == 36 and policy.mlp.width_size == 5 * 128
     for contact in ("smooth", "hard"):
-        ev = distill.evaluate_policy(policy, distill.Plant("go2", contact=contact), commands,
-                                     10.0, settle=1.0, gait_period=report["gait_clock_period"])
+        ev = evaluate_policy(policy, Plant("go2", contact=contact), commands,
+                             10.0, settle=1.0, gait_period=report["gait_clock_period"])
         print(contact, ev["velocity_error"], ev["fell"])
         assert not np.any(ev["fell"]), (contact, commands[ev["fell"]])
         assert np.all(ev["velocity_error"] < 0.15), contact

@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 
 import dynamics
+from learning.distill import cloning, dataset
+from learning.distill.expert import rollout_name
+from learning.evaluation import evaluate_policy
+from learning.plant import Plant
 from learning.policy import (
     ACTION_SCALE,
     Policy,
     observation_from_state,
     observation_size,
 )
-from learning.training import distill
 from trajopt.trajectory import Trajectory
 
 
@@ -43,7 +46,7 @@ def test_pairs_from_a_trajectory(go2):
     traj = _trajectory(go2)
     q_default = np.asarray(go2.q_standing)[7:]
     command = (0.4, -0.1, 0.3)
-    obs, actions = distill.pairs_from_trajectory(traj, command, q_default)
+    obs, actions = dataset.pairs_from_trajectory(traj, command, q_default)
     assert obs.shape == (6, observation_size(12)) and actions.shape == (6, 12)
     # the action maps back to the optimiser's PD targets
     np.testing.assert_allclose(q_default + ACTION_SCALE * actions, traj.u, atol=1e-12)
@@ -55,24 +58,24 @@ def test_pairs_from_a_trajectory(go2):
         np.testing.assert_allclose(obs[k], expected, atol=1e-12)
     with pytest.raises(ValueError, match="PD-target"):
         traj.meta["control"] = "torque"
-        distill.pairs_from_trajectory(traj, command, q_default)
+        dataset.pairs_from_trajectory(traj, command, q_default)
     with pytest.raises(ValueError, match="policy period"):
-        distill.pairs_from_trajectory(_trajectory(go2, dt=0.01), command, q_default)
+        dataset.pairs_from_trajectory(_trajectory(go2, dt=0.01), command, q_default)
 
 
 def test_dataset_file_round_trip(tmp_path):
     rng = np.random.default_rng(1)
-    a = distill.Dataset(rng.normal(size=(5, 48)), rng.normal(size=(5, 12)),
+    a = dataset.Dataset(rng.normal(size=(5, 48)), rng.normal(size=(5, 12)),
                         rng.normal(size=(5, 3)), np.zeros(5, int))  # fmt: skip
     both = a + a
     assert len(both) == 10
     both.save(str(tmp_path / "d.npz"))
-    back = distill.Dataset.load(str(tmp_path / "d.npz"))
+    back = dataset.Dataset.load(str(tmp_path / "d.npz"))
     np.testing.assert_array_equal(back.obs, both.obs)
     np.testing.assert_array_equal(back.actions, both.actions)
     assert not list(tmp_path.glob("*.tmp*"))  # written atomically, no leftovers
     with pytest.raises(ValueError, match="at least one"):
-        distill.build_dataset("go2", [])
+        dataset.build_dataset("go2", [])
 
 
 def test_behaviour_cloning_learns_a_known_teacher():
@@ -86,21 +89,21 @@ def test_behaviour_cloning_learns_a_known_teacher():
     train_obs = rng.normal(size=(1500, n_obs)) * scale + 0.3
     test_obs = rng.normal(size=(300, n_obs)) * scale + 0.3
     teach = jax.jit(jax.vmap(teacher))
-    data = distill.Dataset(train_obs, np.asarray(teach(jnp.asarray(train_obs, jnp.float32))),
+    data = dataset.Dataset(train_obs, np.asarray(teach(jnp.asarray(train_obs, jnp.float32))),
                            np.zeros((1500, 3)), np.zeros(1500, int))  # fmt: skip
     student = Policy.create(jax.random.key(0), nu, hidden=(64, 64))
-    student, report = distill.behaviour_cloning(student, data, epochs=60, batch_size=128,
+    student, report = cloning.behaviour_cloning(student, data, epochs=60, batch_size=128,
                                                 learning_rate=3e-3)  # fmt: skip
     assert report["final_loss"] < report["initial_loss"] / 20, report["final_loss"]
     test_x = jnp.asarray(test_obs, jnp.float32)
-    held_out = float(distill.imitation_loss(student, test_x, teach(test_x)))
+    held_out = float(cloning.imitation_loss(student, test_x, teach(test_x)))
     assert held_out < report["initial_loss"] / 10, (held_out, report["initial_loss"])
     # the normaliser was fitted to the data, not trained
     np.testing.assert_allclose(student.normalizer.mean, train_obs.mean(axis=0), atol=1e-4)
 
 
 class _ScriptedExpert:
-    """Stands in for `controllers.mpc.MPC` in `distill.expert_rollouts`: known targets
+    """Stands in for `controllers.mpc.MPC` in `cloning.expert_rollouts`: known targets
     `q_default + 0.05 sin(10 t + j)` at time t, its gait clock with a 0.4 s period."""
 
     gait_period = 0.4
@@ -128,9 +131,9 @@ def test_a_dart_run_is_named_by_its_expert_options_beyond_the_defaults():
     must not find the default expert's runs, and spelling out a default changes nothing (the
     runs saved before options were named stay valid)."""
     args = ("go2", "trot", (0.5, 0.0, 0.0), 10.0, 0.1, 0)
-    plain = distill._rollout_name(*args)
-    assert distill._rollout_name(*args, {"horizon": 0.5, "iterations": 1}) == plain
-    assert distill._rollout_name(*args, {"iterations": 2, "horizon": 0.6}) == (
+    plain = rollout_name(*args)
+    assert rollout_name(*args, {"horizon": 0.5, "iterations": 1}) == plain
+    assert rollout_name(*args, {"iterations": 2, "horizon": 0.6}) == (
         plain + "_horizon=0.6_iterations=2"
     )
 
@@ -138,11 +141,11 @@ def test_a_dart_run_is_named_by_its_expert_options_beyond_the_defaults():
 def test_a_dart_run_is_named_by_its_length_to_every_digit():
     """Runs of 10 s keep the name they were saved under; runs shorter than a tenth of a second
     (or not on a tenth) are named to every digit, so two lengths never share a saved run."""
-    name = distill._rollout_name("go2", "trot", (0.5, 0.0, 0.0), 10.0, 0.1, 0)
+    name = rollout_name("go2", "trot", (0.5, 0.0, 0.0), 10.0, 0.1, 0)
     assert name == "dart_go2_trot_vx+0.50_vy+0.00_wz+0.00_T10.0_noise0.100_seed0"
-    short = {distill._rollout_name("go2", "trot", (0.5, 0, 0), t, 0.1, 0) for t in (0.03, 0.04)}
+    short = {rollout_name("go2", "trot", (0.5, 0, 0), t, 0.1, 0) for t in (0.03, 0.04)}
     assert len(short) == 2 and any("_T0.04_" in n for n in short)
-    assert "_T2.0_" in distill._rollout_name("go2", "trot", (0.5, 0, 0), 2.0, 0.1, 2)
+    assert "_T2.0_" in rollout_name("go2", "trot", (0.5, 0, 0), 2.0, 0.1, 2)
 
 
 def test_failure_runs_rerun_each_student_where_it_falls_with_expert_labels(monkeypatch):
@@ -165,9 +168,9 @@ def test_failure_runs_rerun_each_student_where_it_falls_with_expert_labels(monke
         np.testing.assert_array_equal(cmds, commands)
         return {"fell": np.array(falls[k])}
 
-    monkeypatch.setattr(distill, "evaluate_policy", fake_evaluation)
-    plant = distill.Plant("solo12", num_sweeps=2)
-    data, report = distill.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
+    monkeypatch.setattr(cloning, "evaluate_policy", fake_evaluation)
+    plant = Plant("solo12", num_sweeps=2)
+    data, report = cloning.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
                                         eval_seconds=3.0, verbose=False)  # fmt: skip
     assert evaluated == [(0, 3.0, 0.4), (1, 3.0, 0.4)]
     steps, nu = 5, 12
@@ -183,13 +186,13 @@ def test_failure_runs_rerun_each_student_where_it_falls_with_expert_labels(monke
         np.testing.assert_allclose(executed, own[:-1], rtol=0, atol=1e-5)
         assert np.abs(own - expert).max() > 0.1  # the student's actions, not the expert's
         np.testing.assert_array_equal(data.commands[rows], np.tile(command, (steps, 1)))
-        assert np.all(data.source[rows] == distill.FAILURE_SOURCE + k)
+        assert np.all(data.source[rows] == cloning.FAILURE_SOURCE + k)
     falls[0], falls[1] = [False] * 3, [False] * 3
-    none, report = distill.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
+    none, report = cloning.failure_runs(students, plant=plant, commands=commands, seconds=0.1,
                                         verbose=False)  # fmt: skip
     assert len(none) == 0 and none.obs.shape[1] == 15 + 3 * nu and report["falls"] == [[], []]
     with pytest.raises(ValueError, match="students is empty"):
-        distill.failure_runs([], plant=plant, commands=commands)
+        cloning.failure_runs([], plant=plant, commands=commands)
 
 
 def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch):
@@ -203,10 +206,10 @@ def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch
 
     monkeypatch.setattr(controllers.mpc, "MPC", _ScriptedExpert)
     commands = [(0.3, 0.0, 0.0), (0.0, 0.1, 0.5)]
-    plant = distill.Plant("solo12", num_sweeps=2)
+    plant = Plant("solo12", num_sweeps=2)
     options = dict(seconds=0.1, noise=0.2, seed=3, runs=2, plant=plant, folder=str(tmp_path),
                    verbose=False)  # fmt: skip
-    data = distill.expert_rollouts("solo12", commands, **options)
+    data = cloning.expert_rollouts("solo12", commands, **options)
     nu, steps = 12, 5
     assert len(data) == 2 * 2 * steps and data.obs.shape[1] == 15 + 3 * nu
     runs = [(seed, i, c) for seed in (3, 4) for i, c in enumerate(commands)]  # run-major order
@@ -215,57 +218,56 @@ def test_dart_labels_the_expert_and_executes_it_with_noise(tmp_path, monkeypatch
         times = CONTROL_DT * np.arange(steps)
         expert = 0.05 * np.sin(10.0 * times[:, None] + np.arange(nu)) / ACTION_SCALE
         np.testing.assert_allclose(data.actions[rows], expert, rtol=0, atol=1e-12)
-        name = distill._rollout_name("solo12", "trot", command, 0.1, 0.2, seed)
+        name = rollout_name("solo12", "trot", command, 0.1, 0.2, seed)
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         noise = 0.2 * rng.standard_normal((steps, nu))
         executed = data.obs[rows][1:, 12 + 2 * nu : 12 + 3 * nu]  # the last action observed
         np.testing.assert_allclose(executed, (expert + noise)[:-1], rtol=0, atol=1e-12)
         np.testing.assert_allclose(data.obs[rows][:, -3:], gait_clock(times, 0.4), atol=1e-12)
         np.testing.assert_array_equal(data.commands[rows], np.tile(command, (steps, 1)))
-        assert np.all(data.source[rows] == distill.DART_SOURCE + i)
+        assert np.all(data.source[rows] == cloning.DART_SOURCE + i)
     assert len(list(tmp_path.glob("dart_solo12_trot_*.npz"))) == 4
 
     def no_expert(*args, **kwargs):
         raise AssertionError("the saved runs must be reused")
 
     monkeypatch.setattr(controllers.mpc, "MPC", no_expert)
-    again = distill.expert_rollouts("solo12", commands, **options)
+    again = cloning.expert_rollouts("solo12", commands, **options)
     np.testing.assert_array_equal(again.obs, data.obs)
     np.testing.assert_array_equal(again.actions, data.actions)
     with pytest.raises(ValueError, match="noise"):
-        distill.expert_rollouts("solo12", commands, **{**options, "noise": -0.1})
+        cloning.expert_rollouts("solo12", commands, **{**options, "noise": -0.1})
     with pytest.raises(ValueError, match="commands is empty"):
-        distill.expert_rollouts("solo12", [], **options)
+        cloning.expert_rollouts("solo12", [], **options)
     with pytest.raises(ValueError, match="runs"):
-        distill.expert_rollouts("solo12", commands, **{**options, "runs": 0})
+        cloning.expert_rollouts("solo12", commands, **{**options, "runs": 0})
 
 
 DART_SAMPLE = "tests/data/dart_go2_trot_vx0.5_seed0_iterations2.npz"
 
 
 def test_a_policy_cloned_from_mpc_runs_walks_where_the_standing_policy_does_not():
-    """Issue 16's small distillation problem: one saved DART run of the MPC expert (Go2 trot at
+    """The small distillation problem: one saved DART run of the MPC expert (Go2 trot at
     0.5 m/s, 10 s, noise 0.1, two FDDP iterations per cycle, with the gait clock; 500 samples,
-    written by `distill.expert_rollouts("go2", [(0.5, 0, 0)], seconds=10, noise=0.1, seed=0,
+    written by `cloning.expert_rollouts("go2", [(0.5, 0, 0)], seconds=10, noise=0.1, seed=0,
     mpc_options={"horizon": 0.5, "iterations": 2}, folder=...)`) is cloned and the policy runs
     alone for 4 s in this project's simulator (smooth contact). It must not fall and must track
     the command far better than the standing policy (zero actions), whose error is the command
-    itself. Measured: 0.026 m/s (network seed 0) and 0.033 m/s (seed 1) against 0.50 m/s; with
-    150 epochs instead of 300 the clone shuffled in place (0.52 m/s)."""
+    itself."""
     from trajopt.gaits import gait_period
 
-    data = distill.Dataset.load(DART_SAMPLE)
+    data = dataset.Dataset.load(DART_SAMPLE)
     assert len(data) == 500 and np.all(data.commands == [0.5, 0.0, 0.0])
     key = jax.random.key(0)
-    policy, report = distill.behaviour_cloning(
+    policy, report = cloning.behaviour_cloning(
         Policy.create(key, 12, clock=True), data, epochs=300, seed=0
     )
     assert report["final_loss"] < report["initial_loss"] / 10
     standing = Policy.create(key, 12, clock=True, final_scale=0.0)
-    plant, command = distill.Plant("go2"), np.array([[0.5, 0.0, 0.0]])
+    plant, command = Plant("go2"), np.array([[0.5, 0.0, 0.0]])
     period = gait_period("go2", "trot")
-    cloned = distill.evaluate_policy(policy, plant, command, 4.0, gait_period=period)
-    still = distill.evaluate_policy(standing, plant, command, 4.0, gait_period=period)
+    cloned = evaluate_policy(policy, plant, command, 4.0, gait_period=period)
+    still = evaluate_policy(standing, plant, command, 4.0, gait_period=period)
     print(cloned["mean_velocity_error"], still["mean_velocity_error"])
     assert not cloned["fell"][0] and not still["fell"][0]
     assert still["mean_velocity_error"] > 0.4  # standing: about the command's 0.5 m/s

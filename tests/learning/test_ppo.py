@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from learning.policy import observation_size
-from learning.training.ppo import PPOConfig, gae, train_ppo
+from learning.ppo.losses import gae
+from learning.ppo.train import PPOConfig, train_ppo
 
 
 @dataclass(frozen=True)

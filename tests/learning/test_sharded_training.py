@@ -1,11 +1,11 @@
-"""Sharded training (issue 17): the environment batch split over 1, 2 and 4 fake CPU devices
+"""Sharded training: the environment batch split over 1, 2 and 4 fake CPU devices
 gives the one-device result, a checkpoint written on N devices resumes on M, and a
 two-process `jax.distributed` run on loopback agrees with the single-process one.
 
 The runs are subprocesses (`tests/sharded_runs.py`): the device count is fixed when JAX starts
 (`XLA_FLAGS=--xla_force_host_platform_device_count`). Fake CPU devices share this machine's
 cores, so nothing here measures speed; the results must agree to 1e-9 (float64; the only
-difference is the order of the reductions over the batch, measured ~1e-16).
+difference is the order of the reductions over the batch).
 
 PPO on the toy problem of `test_ppo.py` (no simulator: cheap to compile) is the fast test of
 the code path; SHAC through the simulator compiles its reverse pass once per device count

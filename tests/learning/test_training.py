@@ -8,6 +8,7 @@ simulator) happens once for the file.
 """
 
 import dataclasses
+import json
 import os
 
 import equinox as eqx
@@ -16,17 +17,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from learning import checkpoint
+from learning.env import EnvConfig, LocomotionEnv, Randomization, make_env
+from learning.evaluation import evaluate
+from learning.metrics_log import MetricsLog
 from learning.policy import CONTROL_DT, Policy, observation_size
-from learning.training import (
-    EnvConfig,
+from learning.shac.losses import td_lambda_targets
+from learning.shac.train import (
     SHACConfig,
-    checkpoint,
-    evaluate,
+    compiled_actor_gradient,
+    compiled_actor_loss,
     init_state,
-    shac,
     train,
 )
-from learning.training.env import LocomotionEnv, Randomization
 
 ENV = EnvConfig(robot="solo12")
 CONFIG = SHACConfig(env=ENV, num_envs=8, horizon=8, critic_iterations=4, fast_compile=True)
@@ -40,7 +43,7 @@ def _policy(final_scale=0.01, seed=0):
 
 @pytest.fixture(scope="module")
 def env():
-    return shac.make_env(ENV)
+    return make_env(ENV)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,7 @@ def test_reset_step_shapes_and_vmap(env):
 def test_a_float32_environment_stays_float32():
     """Traced only (no compile): the state, observation and reward keep the environment's
     dtype through the physics (the contact parameters are cast too)."""
-    env32 = shac.make_env(ENV.replace(dtype="float32"))
+    env32 = make_env(ENV.replace(dtype="float32"))
     state = _reset(env32, 2)
     new, obs, reward, _, _ = jax.eval_shape(jax.vmap(env32.step), state, jnp.zeros((2, 12)))
     assert new.sim.q.dtype == new.sim.v.dtype == obs.dtype == reward.dtype == jnp.float32
@@ -165,7 +168,7 @@ def test_a_command_interval_draws_new_commands_within_the_episode():
     ranges (the observation carries it); other steps keep it; None keeps it for the episode and
     is left out of `to_dict` (old checkpoints still resume); bad intervals are refused."""
     config = ENV.replace(command_interval=3)
-    env = shac.make_env(config)
+    env = make_env(config)
     step = jax.jit(jax.vmap(env.step), compiler_options=FAST)
     state = _reset(env, 3)
     state = dataclasses.replace(state, t=jnp.array([2, 3, 5]))
@@ -252,8 +255,8 @@ def test_rollout_gradient_matches_finite_differences():
     """d(actor loss)/d(policy) along a random direction against a central difference
     (float64, 8 environments x 8 policy steps = 0.16 s of simulated time, smooth contact)."""
     state = init_state(CONFIG, _policy(final_scale=0.3))
-    gradient = shac.compiled_actor_gradient(CONFIG)
-    loss_fn = shac.compiled_actor_loss(CONFIG)
+    gradient = compiled_actor_gradient(CONFIG)
+    loss_fn = compiled_actor_loss(CONFIG)
     (loss, _), grads = gradient(state.policy, state.target_critic, state.env)
     leaves = jax.tree.leaves(grads)
     assert all(np.all(np.isfinite(g)) for g in leaves)
@@ -287,9 +290,9 @@ def test_td_lambda_targets_limits():
     done = np.zeros((h, n))
     done[2, 1] = 1.0
     done[-1] = 1.0
-    one_step = shac.td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 0.0)
+    one_step = td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 0.0)
     np.testing.assert_allclose(one_step, r + gamma * v, rtol=1e-12)
-    mc = shac.td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 1 - 1e-9)
+    mc = td_lambda_targets(jnp.asarray(r), jnp.asarray(v), jnp.asarray(done), gamma, 1 - 1e-9)
     expected = np.zeros((h, n))
     for i in range(n):
         acc = 0.0
@@ -309,8 +312,8 @@ def test_analytic_gradient_steps_improve_the_return():
     state = init_state(CONFIG.replace(seed=99), _policy())
     zero = jax.tree.map(lambda x: jnp.zeros_like(x) if eqx.is_inexact_array(x) else x,
                         state.critic)  # fmt: skip
-    gradient = shac.compiled_actor_gradient(CONFIG)
-    loss_fn = shac.compiled_actor_loss(CONFIG)
+    gradient = compiled_actor_gradient(CONFIG)
+    loss_fn = compiled_actor_loss(CONFIG)
 
     def horizon_return(policy):  # mean discounted H-step return per environment
         return -float(loss_fn(policy, zero, state.env)) * CONFIG.horizon
@@ -340,8 +343,7 @@ def test_a_short_training_run_improves_the_return(eval_keys):
     configuration's learning rate and gradient clip) from a fresh policy raises the return of
     the policy alone over 1 s from 8 fixed resets (`evaluate`, not the training batch)
     by a quarter; the same run with a zero actor learning rate (normaliser and critic still
-    update) does not move it beyond noise, so the gain is the analytic gradient's.
-    Measured: 20.37 -> 33.46 (no falls); the control ends at 20.37."""
+    update) does not move it beyond noise, so the gain is the analytic gradient's."""
     start = evaluate(_policy(), ENV, eval_keys, EVAL_STEPS, fast_compile=True)
     trained = train(CONFIG, _policy(), iterations=TRAIN_ITERATIONS, quiet=True)
     after = evaluate(trained.policy, ENV, eval_keys, EVAL_STEPS, fast_compile=True)
@@ -365,12 +367,13 @@ def test_resume_from_checkpoint_is_bit_for_bit(tmp_path):
     assert not any(r["skipped"] for r in m) and all(np.isfinite(r["tracking_error"]) for r in m)
     folder = str(tmp_path / "run")
     first = train(
-        CONFIG, policy, iterations=3, checkpoint_dir=folder, checkpoint_every=3, quiet=True
+        CONFIG, policy, iterations=3, checkpoint_dir=folder, checkpoint_every=3, quiet=True,
+        progress_fn=MetricsLog(folder),
     )  # fmt: skip  ("killed" after its checkpoint at iteration 3)
     assert first.checkpoint.endswith("ckpt_00000003.eqx")
     # a fresh call, as after a restart; it continues from iteration 3 to 6
     rest = train(CONFIG, policy, iterations=6, checkpoint_dir=folder, checkpoint_every=3,
-                 resume=True, quiet=True)  # fmt: skip
+                 resume=True, quiet=True, progress_fn=MetricsLog(folder))  # fmt: skip
     assert [r["iteration"] for r in rest.metrics] == list(range(1, 7))
     a, b = jax.tree.leaves(whole.state), jax.tree.leaves(rest.state)
     assert len(a) == len(b)
@@ -380,6 +383,26 @@ def test_resume_from_checkpoint_is_bit_for_bit(tmp_path):
         assert [r[k] for r in whole.metrics] == [r[k] for r in rest.metrics]
     assert os.path.exists(os.path.join(folder, "metrics.csv"))
     assert os.path.exists(os.path.join(folder, "metrics.json"))
+    # the resumed run replayed the checkpoint's records to its progress_fn: the whole history
+    with open(os.path.join(folder, "metrics.json")) as f:
+        assert [r["iteration"] for r in json.load(f)] == list(range(1, 7))
+
+
+def test_the_metrics_log_writes_every_record_and_restarts_at_a_repeated_step(tmp_path):
+    """`MetricsLog` rewrites metrics.json and metrics.csv after every record (nothing left
+    behind but the two files); a step that is not beyond the last one starts the history again
+    from there, as a resumed run's replay or a fresh run in the same folder does."""
+    folder = str(tmp_path / "log")
+    log = MetricsLog(folder)
+    for i in (1, 2, 3):
+        log(64 * i, {"iteration": i, "loss": 0.5 / i})
+        with open(os.path.join(folder, "metrics.json")) as f:
+            assert [r["iteration"] for r in json.load(f)] == list(range(1, i + 1))
+    assert sorted(os.listdir(folder)) == ["metrics.csv", "metrics.json"]
+    log(128, {"iteration": 2, "loss": 0.0})  # restarted from iteration 2
+    assert [r["iteration"] for r in log.records] == [1, 2] and log.records[1]["loss"] == 0.0
+    with open(os.path.join(folder, "metrics.csv")) as f:
+        assert f.read().splitlines() == ["iteration,loss", "1,0.5", "2,0.0"]
 
 
 def test_checkpoint_files_are_atomic_and_a_broken_newest_is_skipped(tmp_path):

@@ -23,6 +23,10 @@ from import_blocker import blocking_script
 import dynamics
 from hardware.interface import JointMap, VelocityCommand, measurement_from_state
 from learning import numpy_policy_runner
+from learning.distill import dataset as distill
+from learning.env import EnvConfig, LocomotionEnv, Randomization
+from learning.evaluation import rollout_policy
+from learning.plant import Plant
 from learning.policy import (
     CONTROL_DT,
     Policy,
@@ -39,8 +43,6 @@ from learning.policy_export import (
     load_numpy_policy,
     load_onnx_policy,
 )
-from learning.training import distill
-from learning.training.env import EnvConfig, LocomotionEnv, Randomization
 from trajopt.gait_clock import gait_clock, gait_phase
 from trajopt.gaits import GAITS, gait_period, gait_spec, stance_pattern
 from trajopt.trajectory import Trajectory
@@ -121,7 +123,7 @@ def test_a_clock_policy_and_its_period_go_together(clock_policy, tmp_path):
     with pytest.raises(ValueError, match="gait clock"):  # and a plain policy has none
         export_policy(plain, tmp_path, robot="go2", onnx=False, gait_period=0.4)
     with pytest.raises(ValueError, match="gait_period"):
-        distill.rollout_policy(clock_policy, distill.Plant(), [(0.0, 0.0, 0.0)], 0.1)
+        rollout_policy(clock_policy, Plant(), [(0.0, 0.0, 0.0)], 0.1)
 
 
 # --------------------------------------------------------------------------- one clock everywhere
@@ -389,8 +391,9 @@ def test_the_trainers_build_clock_policies_for_a_clock_environment():
     """SHAC and PPO give a clock environment a policy (and critic) of its observation size, and
     SHAC refuses a policy without the clock; a step's observation carries it (shapes only:
     no physics compile)."""
-    from learning.training import SHACConfig, init_state
-    from learning.training.ppo import ActorCritic, PPOConfig
+    from learning.ppo.networks import ActorCritic
+    from learning.ppo.train import PPOConfig
+    from learning.shac.train import SHACConfig, init_state
 
     env_config = EnvConfig(robot="solo12", gait_period=0.3, randomization=Randomization.none())
     env = LocomotionEnv(env_config)
@@ -412,7 +415,7 @@ def test_a_configuration_without_the_clock_keeps_its_recorded_form():
     a run from before the clock must still resume, so the dict has no "gait_period" key
     unless the clock is on (nor the later "command_interval", "command_extremes" keys at
     their defaults)."""
-    from learning.training import SHACConfig
+    from learning.shac.train import SHACConfig
 
     before = dataclasses.asdict(SHACConfig())
     for added in ("gait_period", "command_interval", "command_extremes"):  # fields added since

@@ -1,21 +1,15 @@
-"""PPO (Schulman et al. 2017), the zeroth-order baseline: the same environment, policy network and
-observation as the analytic-gradient training, but gradients only of the surrogate objective,
-never through the simulator.
+"""PPO's training: configuration, the compiled iteration and the loop.
 
     policy, history = train_ppo(env, PPOConfig(num_envs=64, rollout_steps=32), iterations=200)
 
 Per iteration: `num_envs` environments (`jax.vmap`) run `rollout_steps` policy steps
 (`lax.scan`) with actions `a ~ N(policy(obs), diag(exp(log_std))^2)`; advantages by GAE(lambda)
-with a learned value function (bootstrapped at the rollout's end and cut at terminations);
-`epochs` passes of minibatch Adam on
+(`losses.gae`); `epochs` passes of minibatch Adam on the clipped surrogate loss
+(`losses.ppo_loss`) with global-norm gradient clipping. The observation normaliser inside the
+policy is updated from each rollout (before the update, so old and new log-probabilities use
+the same statistics).
 
-    L = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)] + c_v E[(V - R)^2] - c_e H(pi),
-    r = pi(a | o) / pi_old(a | o),
-
-with global-norm gradient clipping. The observation normaliser inside the policy is updated from
-each rollout (before the update, so old and new log-probabilities use the same statistics).
-
-The environment is duck-typed, the shape of `learning.training.env`:
+The environment is duck-typed, the shape of `learning.env.LocomotionEnv`:
 `env.reset(key) -> state`, `env.step(state, action) -> (state, obs, reward, done, info)`,
 `env.observe(state) -> obs`, `env.nu`; `info["tracking_error"]` (m/s) is reported if present.
 """
@@ -30,10 +24,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from tqdm import tqdm
 
 from trajopt import sharding
 
-from ..policy import Policy, observation_size
+from ..policy import Policy
+from .losses import gae, ppo_loss
+from .networks import ActorCritic, gaussian_log_prob, trainable
 
 
 @dataclass(frozen=True)
@@ -52,51 +49,6 @@ class PPOConfig:
     init_log_std: float = -1.0
     hidden: tuple = (128, 128)
     seed: int = 0
-
-
-class ActorCritic(eqx.Module):
-    """The deployable `Policy` (the action mean), a state-independent `log_std (nu,)` and a
-    value MLP on the policy's normalised observation."""
-
-    policy: Policy
-    log_std: jax.Array
-    value: eqx.nn.MLP
-
-    @staticmethod
-    def create(key, nu: int, config: PPOConfig, policy: Policy | None = None,
-               clock: bool = False) -> ActorCritic:  # fmt: skip
-        """clock: a fresh policy observes the gait clock (`observation_size(nu, clock)`)."""
-        k1, k2 = jax.random.split(key)
-        policy = policy or Policy.create(k1, nu, config.hidden, clock=clock)
-        value = eqx.nn.MLP(observation_size(nu, policy.clock), "scalar", config.hidden[0],
-                           len(config.hidden), activation=jax.nn.elu, key=k2)  # fmt: skip
-        return ActorCritic(policy, jnp.full(nu, config.init_log_std, jnp.float32), value)
-
-    def value_of(self, obs):
-        return self.value(self.policy.normalizer.normalize(obs))
-
-
-def gaussian_log_prob(action, mean, log_std):
-    """`log N(action; mean, diag(exp(log_std))^2)` summed over the last axis."""
-    log_std = jnp.broadcast_to(log_std, mean.shape)
-    z = (action - mean) * jnp.exp(-log_std)
-    return jnp.sum(-0.5 * z**2 - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
-
-
-def gae(rewards, values, next_values, dones, gamma: float, lam: float):
-    """Generalised advantage estimates `(T, N)` and returns `A + V`.
-
-    `rewards, values, dones (T, N)`, `next_values (T, N)` the value of the next observation
-    (after auto-reset, the next episode's first: masked by `dones`)."""
-    deltas = rewards + gamma * next_values * (1.0 - dones) - values
-
-    def back(carry, x):
-        delta, done = x
-        carry = delta + gamma * lam * (1.0 - done) * carry
-        return carry, carry
-
-    _, adv = jax.lax.scan(back, jnp.zeros_like(deltas[0]), (deltas, dones), reverse=True)
-    return adv, adv + values
 
 
 def _rollout(env, model: ActorCritic, state, obs, key, steps: int, batch=None):
@@ -118,25 +70,6 @@ def _rollout(env, model: ActorCritic, state, obs, key, steps: int, batch=None):
     keys = jax.random.split(key, steps)
     (state, obs), batch = jax.lax.scan(body, (state, obs), keys)
     return state, obs, jax.lax.stop_gradient(batch)
-
-
-def _loss(model: ActorCritic, batch, config: PPOConfig):
-    obs, action, old_logp, advantage, ret = batch
-    mean = jax.vmap(model.policy)(obs)
-    logp = gaussian_log_prob(action, mean, model.log_std)
-    ratio = jnp.exp(logp - old_logp)
-    clipped = jnp.clip(ratio, 1.0 - config.clip, 1.0 + config.clip)
-    policy_loss = -jnp.mean(jnp.minimum(ratio * advantage, clipped * advantage))
-    value_loss = jnp.mean((jax.vmap(model.value_of)(obs) - ret) ** 2)
-    entropy = jnp.sum(model.log_std + 0.5 * jnp.log(2 * jnp.pi * jnp.e))
-    return policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
-
-
-def _trainable(model: ActorCritic):
-    """Everything but the normaliser (data statistics, not parameters)."""
-    spec = jax.tree.map(eqx.is_inexact_array, model)
-    no_norm = jax.tree.map(lambda _: False, model.policy.normalizer)
-    return eqx.tree_at(lambda m: m.policy.normalizer, spec, no_norm)
 
 
 def make_iteration(env, config: PPOConfig, optimizer, mesh=None):
@@ -168,12 +101,12 @@ def make_iteration(env, config: PPOConfig, optimizer, mesh=None):
         data = (flat_obs, flat_act, old_logp, adv, ret.reshape(-1))
         n = flat_obs.shape[0]
         size = n // config.minibatches
-        params, static = eqx.partition(model, _trainable(model))
+        params, static = eqx.partition(model, trainable(model))
 
         def minibatch(carry, idx):
             params, opt_state = carry
             part = jax.tree.map(lambda x: x[idx], data)
-            grads = jax.grad(lambda p: _loss(eqx.combine(p, static), part, config))(params)
+            grads = jax.grad(lambda p: ppo_loss(eqx.combine(p, static), part, config))(params)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), None
 
@@ -209,10 +142,13 @@ def next_value_obs(obs, last_obs):
 
 def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
               policy: Policy | None = None, quiet: bool = False, callback=None,
-              time_budget: float | None = None, devices: int | None = None):  # fmt: skip
+              time_budget: float | None = None, devices: int | None = None,
+              progress_fn=None):  # fmt: skip
     """Train with PPO; returns `(policy, history)`, history a list of per-iteration dicts
     (iteration, env_steps, wall_time [s], reward, tracking_error [m/s], done_fraction, std).
     `callback(model, record)` after each iteration (e.g. evaluation, checkpoints);
+    `progress_fn(step, record)` too (`step` the environment steps so far, Brax's convention;
+    process 0 alone in a multi-process run; e.g. `learning.metrics_log.MetricsLog`);
     `time_budget` [s]: stop after the iteration that exceeds it (compilation included).
     devices: split the `num_envs` environments (the global batch) over this many devices
     (`sharding.default_mesh`: None uses all devices JAX sees; the same number from each
@@ -231,7 +167,7 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
     model = ActorCritic.create(k_model, env.nu, config, policy, clock=getattr(env, "clock", False))
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))  # fmt: skip
-    opt_state = optimizer.init(eqx.filter(model, _trainable(model)))
+    opt_state = optimizer.init(eqx.filter(model, trainable(model)))
     env_state = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs))
     obs = jax.vmap(env.observe)(env_state)
     if mesh is not None:  # host values, the same in every process, as global arrays
@@ -242,10 +178,9 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
     history = []
     start = time.perf_counter()
     steps_per_iteration = config.num_envs * config.rollout_steps
+    report = progress_fn if sharding.is_main_process() else None
     progress = None
     if not quiet:
-        from tqdm import tqdm
-
         progress = tqdm(total=iterations, desc="PPO", file=sys.stderr)
     for i in range(iterations):
         key, sub = jax.random.split(key)
@@ -260,6 +195,8 @@ def train_ppo(env, config: PPOConfig = PPOConfig(), iterations: int = 100, *,
         history.append(record)
         if callback is not None:
             callback(model, record)
+        if report is not None:
+            report(record["env_steps"], record)
         if progress is not None:
             progress.update(1)
             progress.set_postfix(reward=f"{record['reward']:.3f}",

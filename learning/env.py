@@ -15,7 +15,7 @@ One policy step (`CONTROL_DT` = 20 ms) is `decimation = CONTROL_DT / sim_dt` phy
     (M + dt D) v+ = ... - D v,  D = Kd s_d                    the PD damping, implicit in the step
 
 which is the actuator of `controllers.closed_loop` and of the distillation plant
-(`training.distill.Plant`) plus the target limits the deployment safety layer applies on the
+(`learning.plant.Plant`) plus the target limits the deployment safety layer applies on the
 robot (`EnvConfig.safety_limits`), so a distilled policy starts here in the plant it was
 cloned in, and a trained one meets on the robot the actuator it was trained with.
 
@@ -36,20 +36,24 @@ base velocity in the heading frame (world frame rotated by the base yaw):
         + w_qd mean_k sum_j max(|qd_kj| - f qd_max_j, 0)^2      (penalty weights negative)
 
 `info["tracking_error"]` is `|v_xy - c_xy|` [m/s] in the heading frame: the velocity-tracking
-error the issue reports. An episode ends when the base drops below `min_height_fraction` of
-the standing height or tilts beyond `max_tilt` (fell), or after `episode_length` steps
-(truncated); `step` then resets that environment itself (`lax.stop_gradient` across the
-reset), so a batched rollout is one `lax.scan`. The state before the reset is reported in
-`info["terminal_obs"]` (for a critic's bootstrap).
+error that training and evaluation report. An episode ends when the base drops below
+`min_height_fraction` of the standing height or tilts beyond `max_tilt` (fell), or after
+`episode_length` steps (truncated); `step` then resets that environment itself
+(`lax.stop_gradient` across the reset), so a batched rollout is one `lax.scan`. The state
+before the reset is reported in `info["terminal_obs"]` (for a critic's bootstrap).
 
 Pure JAX: `jit`, `vmap` and `grad` (with respect to actions, states and anything upstream,
 e.g. policy parameters) pass through; with `contact="smooth"` or `"penalty"` the gradients
 are informative (the hard model's are zero through contact switches).
+
+`make_env(config)` is the one `LocomotionEnv` of a config in this process (cached), so the
+trainers and the evaluation share its compiled functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import jax
@@ -58,13 +62,13 @@ import numpy as np
 
 from contact import StepParams, flat
 from contact.plant import JointPD, simulate_pd, went_bad
-from dynamics import spatial
+from dynamics import load_robot, spatial
 from dynamics.actuator import default_gains
 from dynamics.backend import JaxOps
 from dynamics.configuration import State
 from trajopt.gait_clock import check_gait_period, gait_clock
 
-from ..policy import (
+from .policy import (
     CONTROL_DT,
     joint_targets,
     observation_from_state,
@@ -78,14 +82,12 @@ class RewardWeights:
     """Weights of the reward terms (module docstring); `tracking_sigma` [m^2/s^2, rad^2/s^2].
 
     `joint_velocity` penalises joint speeds beyond `joint_velocity_soft_limit` of the URDF
-    velocity limits (mean over the physics steps): without it a Go2 policy that tracked
-    1 m/s within 0.04 m/s in training drove a calf at 33 rad/s (limit 15.7) and tripped the
-    deployment safety layer's velocity watchdog (1.5x the limit) within 0.6 s.
+    velocity limits (mean over the physics steps): without it a policy that tracks its
+    commands in training can drive a joint beyond its velocity limit and trip the deployment
+    safety layer's velocity watchdog (1.5x the limit).
 
-    `orientation` is -5 because with -1 the short-horizon gradient did not see a slow pitch
-    drift: Go2 forward-walking policies trained 400 iterations tracked within 0.1-0.3 m/s but
-    pitched over after about 2 s in 75-90 % of the evaluation runs; with -5 the same training
-    gave policies that walked the 3 s evaluation without falling."""
+    `orientation` is -5 because with -1 the short-horizon gradient does not see a slow pitch
+    drift: forward-walking policies then track the command for a few seconds and pitch over."""
 
     tracking_xy: float = 1.0
     tracking_yaw: float = 0.5
@@ -134,12 +136,10 @@ class EnvConfig:
     robot: `dynamics.load_robot` name. contact: "smooth", "penalty" or "hard"; num_sweeps: prox
     sweeps of the smooth and hard solvers; kappa [1/m], bias: the smooth model's activation
     `sigmoid(-(kappa gap - bias))` (`contact.StepParams`; the paper's reimplementations train
-    with kappa 300; measured here: with 3000 the Go2 actor gradient norm grew to ~3e3 within
-    150 SHAC iterations and every evaluation run fell, with 300 it stayed at 0.3-3 and the
-    policy learned to walk, see `shac.SHACConfig.critic_bootstrap`).
-    sim_dt [s]: physics step; 5 ms (PD at 200 Hz) measured stable for Go2 and Solo12
-    standing and trotting with all three contact models
-    (2 s open-loop trot: base position within 1 cm of the 2 ms run, penetration < 3 mm).
+    with kappa 300; a much stiffer activation, e.g. 3000, makes the SHAC actor gradient grow
+    without bound, see `learning.shac.train.SHACConfig.critic_bootstrap`).
+    sim_dt [s]: physics step; 5 ms (PD at 200 Hz) is stable for Go2 and Solo12 standing and
+    trotting with all three contact models (close to a 2 ms run of an open-loop trot).
     episode_length: policy steps before truncation (500 = 10 s).
     vx_range, vy_range [m/s], yaw_rate_range [rad/s]: command sampling ranges (uniform);
     commands with `|c_xy| < zero_command_below` become zero (standing is practised too).
@@ -156,15 +156,15 @@ class EnvConfig:
     steps since the reset: phase 0 at every reset, as on the robot, where the controller's
     reset starts it; SHAC's spread of the episode progress at the start of training, and
     episodes ending at different steps, give every phase). Whether the clock helps pure RL
-    training is an open experiment (issue 16).
+    training is an open question.
     command_interval: None (default): the command drawn at reset is held for the episode; else
     a new one is drawn every `command_interval` policy steps of the episode, so the policy
-    practises changing commands (an operator's joystick; without it a Go2 policy that tracked
-    every command of the box held alone drove a calf to 24 rad/s when the command changed from
-    vx 1 to vy 0.5 in MuJoCo and tripped the safety layer's velocity watchdog).
+    practises changing commands (an operator's joystick; a policy that only ever held one
+    command per episode can drive a joint beyond its velocity limit when the command changes,
+    and trip the safety layer's velocity watchdog).
     command_extremes: the probability that each command component is drawn at one end of its
     range instead of uniformly (0: uniform). The box's corners, e.g. (1, -0.5, 1), are rare
-    under uniform draws, and a Go2 policy trained that way fell at three of them.
+    under uniform draws, so a policy trained on those alone may not have learned them.
     """
 
     robot: str = "go2"
@@ -298,8 +298,6 @@ class LocomotionEnv:
     `jax.vmap` them for a batch. Holds only constants (the model, gains, default pose)."""
 
     def __init__(self, config: EnvConfig):
-        from dynamics import load_robot
-
         if config.contact not in ("smooth", "penalty", "hard"):
             raise ValueError(f"contact must be smooth, penalty or hard, got {config.contact!r}")
         self.config = config
@@ -418,9 +416,9 @@ class LocomotionEnv:
         """The gait clock `(3,)` at `t = state.t CONTROL_DT` [s] since the reset
         (`trajopt.gait_clock.gait_clock`), or None without `config.gait_period`.
 
-        Computed in float64 (importing `dynamics` turns it on), then cast: in a float32
-        environment `t / period` in float32 put the phase off by up to 2.5e-5 within a 10 s
-        episode, the float64 clock is off by float32 rounding (< 1e-7) only."""
+        Computed in float64 (importing `dynamics` turns it on), then cast: `t / period` in
+        float32 loses phase precision as `t` grows over an episode; the float64 clock is off by
+        the final float32 rounding only."""
         if not self.clock:
             return None
         t = state.t.astype(jnp.float64) * CONTROL_DT
@@ -450,7 +448,7 @@ class LocomotionEnv:
             num_sweeps=self.config.num_sweeps,
         )  # fmt: skip
         applied = trace.torque - kd * trace.state.v[:, 6:]
-        excess = jnp.maximum(jnp.abs(trace.velocity[:, 6:]) - soft_limit, 0.0)
+        excess = jnp.maximum(jnp.abs(trace.velocity[:, 6:]) - soft_limit[None, :], 0.0)
         torque_sq = jnp.sum(applied**2, axis=-1)
         excess_sq = jnp.sum(excess**2, axis=-1)
         return sim, trace.q_target[-1], jnp.mean(torque_sq), jnp.mean(excess_sq), went_bad(trace)
@@ -545,3 +543,15 @@ class LocomotionEnv:
             "terminal_obs": terminal_obs,
         }
         return after, self.observe(after), reward, done, info
+
+
+@functools.lru_cache(maxsize=8)
+def make_env(config: EnvConfig) -> LocomotionEnv:
+    """One `LocomotionEnv` per config (its compiled functions are shared)."""
+    return LocomotionEnv(config)
+
+
+def compile_options(fast_compile: bool) -> dict:
+    """Keyword arguments of `jax.jit`/`eqx.filter_jit` for functions that step the environment:
+    XLA's backend optimisation level 0 with `fast_compile` (compiles sooner, runs slower)."""
+    return {"compiler_options": {"xla_backend_optimization_level": 0}} if fast_compile else {}
