@@ -58,7 +58,7 @@ from dynamics.actuator import default_gains, standing_controller  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import markdown_report  # noqa: E402  (a sibling script module)
 
-SECTION = "## Contact step (issue 3)"
+SECTION = "## Contact step"
 CONTACTS = ("hard", "smooth", "penalty")
 GRAD_TARGET = 4.0  # gradient of a rollout <= 4x the rollout
 THROUGHPUT_STEPS = 8192  # steps per batched call (batch x scan length), before clamping

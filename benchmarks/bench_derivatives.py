@@ -3,7 +3,7 @@
 Measures, in one process pinned to one core (CPU time, best of `--repeats` batches):
 
 1. one knot of the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 smooth
-   sweeps): its forward transition and its FDDP linearisation (`fddp._linearize_knot`: a jitted
+   sweeps): its forward transition and its FDDP linearisation (`fddp.linearize_knot`: a jitted
    `jacfwd` of the transition over its 48 tangent directions, and of the costs, whose foot
    kinematics see the 18 of `dq` only) with `derivatives="implicit"` and `"unrolled"` (the
    solvers' default: AD through every sweep); the ratio linearisation / forward is the
@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 
 import markdown_report  # noqa: E402  (a sibling script module)
 
-SECTION = "## Derivatives through contact: implicit vs unrolled (issue 15)"
+SECTION = "## Derivatives through contact: implicit vs unrolled"
 MODES = ("implicit", "unrolled")
 READING = """
 ### Reading
@@ -52,7 +52,7 @@ READING = """
   (`dynamics/dense_terms.py`), their Jacobian rule formed leg by leg
   (`dynamics/floating_base_terms.py`, `leg_terms.py`), mass-matrix solves differentiated by
   `dM X` products, and (2026-12-03) the costs differentiated apart from the simulation by the
-  chain rule through the forces and torques (`fddp._knot_costs`: the transition's 48 tangent
+  chain rule through the forces and torques (`fddp.knot_costs`: the transition's 48 tangent
   directions no longer pass through the costs' foot kinematics). What remains is forward-mode
   AD through the step's many small operations (section "Where one step's Jacobian goes");
   the issue's 4x needs a hand-written step derivative (Pinocchio's and Simple's), not done.
@@ -102,7 +102,7 @@ def knot_point(num_sweeps: int, knot: int = 20):
     problem = knot_problem(num_sweeps)
     _, us = initial_guess(problem, None)
     xs, _, _ = fddp.compiled(problem).rollout(problem.data, us)
-    return problem, fddp._index(xs, knot), us[knot]
+    return problem, fddp.index_knots(xs, knot), us[knot]
 
 
 @contextlib.contextmanager
@@ -133,7 +133,7 @@ def bench_knot(repeats: int) -> dict:
     for mode in MODES:
         problem = base.replace(derivatives=mode)
         forward = jax.jit(functools.partial(P.transition, problem))
-        linearize = jax.jit(functools.partial(fddp._linearize_knot, problem))
+        linearize = jax.jit(functools.partial(fddp.linearize_knot, problem))
         jax.block_until_ready((forward(problem.data, x, u), linearize(problem.data, x, u, 20)))
         calls[mode] = (forward, linearize)
     out = {mode: {"forward_s": float("inf"), "linearize_s": float("inf")} for mode in MODES}
@@ -154,7 +154,7 @@ def bench_gap() -> list[dict]:
     def jacobian(num_sweeps, mode):
         problem, x, u = knot_point(num_sweeps)
         problem = problem.replace(derivatives=mode)
-        a, b, *_ = fddp._linearize_knot(problem, problem.data, x, u, 20)
+        a, b, *_ = fddp.linearize_knot(problem, problem.data, x, u, 20)
         return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
 
     reference = jacobian(500, "implicit")

@@ -41,7 +41,7 @@ from dynamics.casadi_functions import casadi_forward_dynamics
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import markdown_report  # noqa: E402  (a sibling script module)
 
-SECTION = "## Rigid-body dynamics (issue 2)"
+SECTION = "## Rigid-body dynamics"
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 3.0
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HEADING = "## Gait library (issue 4)"
+HEADING = "## Gait library"
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ROBOTS = ("solo12", "go2", "anymal_c")

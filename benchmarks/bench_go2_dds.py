@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADING = "## Go2 over DDS (issue 18)"
+HEADING = "## Go2 over DDS"
 
 
 def median_us(fn, reps: int) -> float:

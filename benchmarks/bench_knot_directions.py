@@ -4,7 +4,7 @@
     taskset -c 0 python benchmarks/bench_knot_directions.py --robot go2
 
 `previous_rule` is the former rule (every tangent direction, `2 nv + 2 nu`, pushed through the
-contact steps), kept here as the reference; `trajopt.fddp._linearize_knot` pushes `2 nv + nu`
+contact steps), kept here as the reference; `trajopt.fddp.linearize_knot` pushes `2 nv + nu`
 and builds the `u_prev` block from the residuals alone. Prints the largest difference of every
 output and the medians of `--repeats` interleaved calls (process CPU time), with the forward
 transition of the same knot and the load average.
@@ -64,7 +64,7 @@ def main(argv=None):
     xs, _, _ = fddp.compiled(problem).rollout(data, us)
     x, u = jax.tree_util.tree_map(lambda a: a[3], xs), us[3]
     calls = {
-        "new": (jax.jit(functools.partial(fddp._linearize_knot, problem)), (data, x, u, 3)),
+        "new": (jax.jit(functools.partial(fddp.linearize_knot, problem)), (data, x, u, 3)),
         "previous": (jax.jit(functools.partial(previous_rule, problem)), (data, x, u, 3)),
         "forward": (jax.jit(functools.partial(P.transition, problem)), (data, x, u)),
     }

@@ -10,7 +10,7 @@ space: `A, B, r, R_x, R_u`) is about two thirds of an FDDP iteration (BENCHMARKS
     loop   T calls of the jitted knot function from Python, arrays stacked on the host (what
            `solve_fddp` did before issue 15)
     map    one call, `lax.map` over the knots (sequential inside XLA; `solve_fddp`'s layout,
-           `trajopt.fddp._linearize_all(layout="map")`)
+           `trajopt.fddp.linearize_horizon(layout="map")`)
     vmap   one call, `vmap` over the knots (the knots batched inside XLA)
 
 Problem: the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 sweeps),
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-HEADING = "## FDDP linearisation layouts (issue 4)"
+HEADING = "## FDDP linearisation layouts"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,11 +49,11 @@ def measure(layout: str, repeats: int) -> dict:
 
     def loop():  # one jitted call per knot (the terminal knot left out: the same in all)
         xs_host, us_host = jax.tree_util.tree_map(np.asarray, xs), np.asarray(us)
-        lin = [fn.linearize(pr.data, fddp._index(xs_host, t), us_host[t], t) for t in range(T)]
+        lin = [fn.linearize(pr.data, fddp.index_knots(xs_host, t), us_host[t], t) for t in range(T)]
         return [np.stack([np.asarray(x[i]) for x in lin]) for i in range(5)]
 
     if layout != "loop":
-        batched = jax.jit(functools.partial(fddp._linearize_all, pr, layout=layout))
+        batched = jax.jit(functools.partial(fddp.linearize_horizon, pr, layout=layout))
 
     def run():
         if layout == "loop":

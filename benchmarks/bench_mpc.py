@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-HEADING = "## MPC (controllers/mpc.py)"
+HEADING = "## MPC"
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-SECTION = "## Trajectory optimisation vs Crocoddyl (issue 4)"
+SECTION = "## Trajectory optimisation vs Crocoddyl"
 CROC_VENV = REPO / "benchmarks" / ".venv-crocoddyl"
 CROC_SCRIPT = REPO / "benchmarks" / "crocoddyl_trot.py"
 CROC_PINS = ("crocoddyl==3.2.1", "pin==4.0.0", "example-robot-data-loaders==5.0.0")
@@ -119,6 +119,7 @@ def timed_solve(problem, init=None, max_iterations=30):
     a timestamp after every accepted iteration. Returns `(trajectory, stats)`."""
     from trajopt import fddp
     from trajopt.solver import initial_guess
+    from trajopt.trajectory import Trajectory
 
     stamps = []
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -133,7 +134,7 @@ def timed_solve(problem, init=None, max_iterations=30):
         callback=lambda rec: stamps.append((time.perf_counter(), rec["cost"])),
     )
     solved = time.perf_counter()
-    traj = fddp.to_trajectory(problem, xs, us, info, "fddp-single")
+    traj = Trajectory.from_solution(problem, xs, us, info, "fddp-single")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     times = [t - wall0 for t, _ in stamps]
     per_iter = [b - a for a, b in zip([0.0, *times[:-1]], times)]

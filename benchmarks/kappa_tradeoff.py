@@ -46,7 +46,7 @@ from dynamics import State, free_body
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import markdown_report  # noqa: E402  (a sibling script module)
 
-SECTION = "## Smooth contact: kappa trade-off (issue 3)"
+SECTION = "## Smooth contact: kappa trade-off"
 REPO = Path(__file__).resolve().parents[1]
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 NO_TORQUE = jnp.zeros(0)

@@ -31,7 +31,7 @@ from trajopt.trajectory import Trajectory
 
 def to_trajectory(result, mpc: MPC) -> Trajectory:
     """The closed loop as a `Trajectory` (knots = control periods) for saving and viewing."""
-    from trajopt.fddp import problem_description
+    from trajopt.trajectory import problem_description
 
     meta = problem_description(mpc.problem)  # terrain, foot names and radius
     # the reference is the command that was applied, knot by knot (not the planner's last)

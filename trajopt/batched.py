@@ -62,8 +62,8 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
     iteration's step and expected change (for the history). A stopped problem is unchanged."""
     xs, us, defects = carry["xs"], carry["us"], carry["defects"]
     cost, mu = carry["cost"], carry["mu"]
-    lin = fddp._linearize_all(problem, data, xs, us)
-    merit_old = fddp._merit_of(cost, defects)
+    lin = fddp.linearize_horizon(problem, data, xs, us)
+    merit_old = fddp.merit_of(cost, defects)
     trial0 = (xs, us, cost, carry["terms"], defects, carry["forces"], carry["taus"])
     zero = jnp.zeros((), cost.dtype)
 
@@ -71,9 +71,9 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
         return (~c["accepted"]) & (c["mu"] < MU_MAX)
 
     def body(c):
-        k, K, dV1, _, ok = fddp._backward(lin, defects, c["mu"])
+        k, K, dV1, _, ok = fddp.backward(lin, defects, c["mu"])
         first = jnp.where(c["has_first"] | ~ok, c["first_expected"], jnp.abs(dV1))
-        index, _, trial = fddp._line_search(problem, data, xs, us, k, K, defects, merit_old)
+        index, _, trial = fddp.line_search_trials(problem, data, xs, us, k, K, defects, merit_old)
         index = index.astype(jnp.int32)
         accepted = ok & (index >= 0)
         return {
@@ -132,9 +132,9 @@ class _Batched:
     def __init__(self, problem, tolerance, defect_tolerance, mesh):
         step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
         self.rollout_and_evaluate = _batch_of(
-            functools.partial(fddp._rollout_and_evaluate, problem), mesh
+            functools.partial(fddp.rollout_and_evaluate, problem), mesh
         )
-        self.evaluate = _batch_of(functools.partial(fddp._evaluate, problem), mesh)
+        self.evaluate = _batch_of(functools.partial(fddp.evaluate, problem), mesh)
         self.iteration = _batch_of(step, mesh)
 
 
@@ -164,25 +164,25 @@ def _batch_of(fn, mesh):
                                  check_vma=False))  # fmt: skip
 
 
-_CACHE: collections.OrderedDict = collections.OrderedDict()
+COMPILED_STRUCTURES: collections.OrderedDict = collections.OrderedDict()
 CACHE_SIZE = 2  # batched structures are the largest executables: keep few
 
 
 def _compiled(problem, batch, tolerance, defect_tolerance, mesh) -> _Batched:
     key = (fddp.structure_key(problem), batch, tolerance, defect_tolerance, mesh)
-    fn = _CACHE.get(key)
+    fn = COMPILED_STRUCTURES.get(key)
     if fn is None:
-        fn = _CACHE[key] = _Batched(problem, tolerance, defect_tolerance, mesh)
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        fn = COMPILED_STRUCTURES[key] = _Batched(problem, tolerance, defect_tolerance, mesh)
+        while len(COMPILED_STRUCTURES) > CACHE_SIZE:
+            COMPILED_STRUCTURES.popitem(last=False)
             gc.collect()
-    _CACHE.move_to_end(key)
+    COMPILED_STRUCTURES.move_to_end(key)
     return fn
 
 
 def clear_compiled() -> None:
     """Drop every compiled batched structure (see `fddp.clear_compiled` for JAX's caches)."""
-    _CACHE.clear()
+    COMPILED_STRUCTURES.clear()
     gc.collect()
 
 
@@ -328,7 +328,7 @@ def solve_batched(
             "defects": gaps_i,
             "wall_time": wall,
             "devices": 1 if mesh is None else int(mesh.devices.size),
-            **fddp._contact_report(contact_residuals[i], p.num_sweeps, verbose=False),
+            **fddp.contact_report(contact_residuals[i], p.num_sweeps, verbose=False),
         }
         results.append((jax.tree_util.tree_map(jnp.asarray, xs_i), jnp.asarray(us_i), info))
     return results

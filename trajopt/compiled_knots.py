@@ -32,14 +32,14 @@ forces' and torques' Jacobians in `trajopt.fddp.compiled_knot_costs`, as `_knot_
 the terminal residual (`_terminal_function`) and one knot of FDDP's forward pass
 (`_knot_forward_function`, folded over the horizon for the line search and the rollout). So an
 FDDP iteration's linearisation and forward passes never enter XLA; the trials' costs and
-defects (`trajopt.fddp._evaluate_transitions`) and the backward pass stay in JAX. The
-expressions come from the CasADi mirror of the IPOPT backend (`trajopt.ipopt`).
+defects (`trajopt.fddp.evaluate_transitions`) and the backward pass stay in JAX. The
+expressions come from the CasADi model (`trajopt.casadi_model`).
 
 The C files are compiled once per robot, contact model and parameter values with the system's
 C compiler (`CC`, default `gcc`; about 25 s) and kept in `library_dir()`
 (`<DIFFLOCO_CACHE_DIR>/casadi/`, or a private temporary folder when that cache is off), named
 by a hash of the generated code. Supported: what the IPOPT mirror
-supports (`trajopt.ipopt`: hard and smooth contact, plane terrains, pd and torque control).
+supports (`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque control).
 """
 
 from __future__ import annotations
@@ -61,10 +61,27 @@ import numpy as np
 from contact.coulomb import TANGENT_RCOND
 from dynamics import kinematics as _kin
 from dynamics import newton_euler
+from dynamics.casadi_functions import numpy_model
 
 from . import compile_cache
-from . import ipopt as _sx
 from . import problem as P
+from .casadi_model import (
+    OPS,
+    activation,
+    base_terms,
+    difference,
+    foot_contacts,
+    integrate,
+    joint_torque,
+    moreau_step_parts,
+    plane_of,
+    project_disk_cone,
+    running_residuals,
+    safe_norm,
+    step_parameters,
+    unpack_reference,
+)
+from .fingerprint import model_fingerprint
 
 # -march=native: 1.8x faster derivative code than without (measured for 25 Go2 substeps: 0.71 ms
 # at -O2 and 0.69 at -O3 with it, 1.22 and 1.29 without; gcc 23 s at -O2, 26 s at -O3); the
@@ -84,21 +101,21 @@ def _symbols(m, k):
 
 def _forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
     """`(q_next, v_next, p (3k), steps (3k), s (k nv), forces (3k) world, total (nu),
-    residual) = f(q, v, u)`: one substep as `contact.step` (`trajopt.ipopt.moreau_step_parts`),
+    residual) = f(q, v, u)`: one substep as `contact.step` (`trajopt.moreau_step_parts`),
     with the unit impulses, the steps, `s_i = M'^-1 J_i^T p_i`, the motor torque (actuator plus
     implicit damping) and the impulse solve's residual `max_i |R_i^-1 (p_i - proj_K(p_i - R_i
     u_i))|` (`contact.coulomb.natural_residual`)."""
     k = m.nfeet
     sym = _symbols(m, k)
     q, v, u = sym["q"], sym["v"], sym["u"]
-    tau = _sx._joint_torque(problem, m, q, v, u)
-    parts = _sx.moreau_step_parts(m, params, plane, q, v, tau, problem.contact, problem.num_sweeps)
+    tau = joint_torque(problem, m, q, v, u)
+    parts = moreau_step_parts(m, params, plane, q, v, tau, problem.contact, problem.num_sweeps)
     unit, steps, minv_jt = parts["unit"], parts["steps"], parts["minv_jt"]
     mu = plane["friction"]
     per_contact = []
     for i in range(k):
-        fixed = _sx._project_disk_cone(unit[i] - steps[i] * parts["velocity"][i], mu)
-        per_contact.append(_sx._safe_norm((unit[i] - fixed) / steps[i]))
+        fixed = project_disk_cone(unit[i] - steps[i] * parts["velocity"][i], mu)
+        per_contact.append(safe_norm((unit[i] - fixed) / steps[i]))
     residual = per_contact[0]
     for r in per_contact[1:]:
         residual = ca.fmax(residual, r)
@@ -126,28 +143,28 @@ def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Funct
     dt, d = params["dt"], params["joint_damping"]
     sym = _symbols(m, k)
     e = ca.SX.sym("e", 2 * nv + nu)
-    q = _sx.integrate(m, sym["q"], e[:nv])
+    q = integrate(m, sym["q"], e[:nv])
     v = sym["v"] + e[nv : 2 * nv]
     u = sym["u"] + e[2 * nv :]
     v_next, p, s, steps = sym["v_next"], sym["p"], sym["s"], sym["steps"]
-    tau = _sx._joint_torque(problem, m, q, v, u)
+    tau = joint_torque(problem, m, q, v, u)
     tau_gen = ca.vertcat(ca.SX.zeros(nvb), tau) if nvb else tau
     damping = ca.DM(d * np.concatenate([np.zeros(nvb), np.ones(nu)]))
-    q_mid = _sx.integrate(m, q, v * (0.5 * dt))
-    kin = _kin.forward_kinematics(_sx._OPS, m, q_mid)
-    gaps, jac = _sx._foot_contacts(m, plane, kin)
-    w = ca.vertcat(*[_sx._activation(problem.contact, params, g) for g in gaps])
+    q_mid = integrate(m, q, v * (0.5 * dt))
+    kin = _kin.forward_kinematics(OPS, m, q_mid)
+    gaps, jac = foot_contacts(m, plane, kin)
+    w = ca.vertcat(*[activation(problem.contact, params, g) for g in gaps])
     jac_i = [jac[3 * i : 3 * i + 3, :] for i in range(k)]
     p_i = [p[3 * i : 3 * i + 3] for i in range(k)]
     s_i = [s[nv * i : nv * (i + 1)] for i in range(k)]
     weighted = ca.vertcat(*[w[i] * p_i[i] for i in range(k)])
     accel = (v_next - v) / dt
-    phi1 = dt * (newton_euler.rnea(_sx._OPS, m, kin, v, accel) + damping * v_next - tau_gen)
+    phi1 = dt * (newton_euler.rnea(OPS, m, kin, v, accel) + damping * v_next - tau_gen)
     phi1 = phi1 - jac.T @ weighted
     zero = ca.SX.zeros(nv)
-    gravity = newton_euler.rnea(_sx._OPS, m, kin, zero, zero)
+    gravity = newton_euler.rnea(OPS, m, kin, zero, zero)
     phi3 = ca.vertcat(*[
-        newton_euler.rnea(_sx._OPS, m, kin, zero, s_i[i]) - gravity + dt * damping * s_i[i]
+        newton_euler.rnea(OPS, m, kin, zero, s_i[i]) - gravity + dt * damping * s_i[i]
         - jac_i[i].T @ p_i[i]
         for i in range(k)
     ])  # fmt: skip
@@ -163,12 +180,12 @@ def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Funct
     # the projection's Jacobian at its argument p_i - R_i u_i
     z = ca.SX.sym("z", 3)
     proj_jac = ca.Function(
-        "proj_jac", [z], [ca.jacobian(_sx._project_disk_cone(z, plane["friction"]), z)]
+        "proj_jac", [z], [ca.jacobian(project_disk_cone(z, plane["friction"]), z)]
     )
     argument = p - steps * velocity
     proj = ca.vertcat(*[proj_jac(argument[3 * i : 3 * i + 3]) for i in range(k)])
-    q_plus = _sx.integrate(m, q, (0.5 * dt) * (v + v_next))
-    q_tangent = _sx.difference(m, sym["q_next"], q_plus)
+    q_plus = integrate(m, q, (0.5 * dt) * (v + v_next))
+    q_tangent = difference(m, sym["q_next"], q_plus)
     mass = ca.jacobian(phi3[:nv], s_i[0]) if k else ca.SX.zeros(nv, nv)  # M' (rnea is linear in s)
     outputs = {
         "mass": mass, "jac": jac, "w": w, "D": proj,
@@ -184,7 +201,7 @@ def _derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Funct
 
 
 def _knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
-    """One knot of FDDP's forward pass (`trajopt.fddp._forward_with_transitions`), for a fold
+    """One knot of FDDP's forward pass (`trajopt.fddp.forward_with_transitions`), for a fold
     over the horizon (`SubstepFunctions.forward_pass`):
 
         u    = u_t + alpha k_t + K_t local(x_t, x_hat)
@@ -201,15 +218,15 @@ def _knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Fun
     u_t, k_t = ca.SX.sym("u_t", nu), ca.SX.sym("k_t", nu)
     gains, f_next, alpha = ca.SX.sym("K_t", nu, nx), ca.SX.sym("f_next", nx), ca.SX.sym("alpha")
     local = ca.vertcat(
-        _sx.difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
+        difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
         x_hat[nq + nv :] - x_t[nq + nv :],
     )  # fmt: skip
     u = u_t + alpha * k_t + gains @ local
     q, v = x_hat[:nq], x_hat[nq : nq + nv]
     forces, taus = 0, None
     for _ in range(problem.substeps):
-        tau = _sx._joint_torque(problem, m, q, v, u)
-        parts = _sx.moreau_step_parts(
+        tau = joint_torque(problem, m, q, v, u)
+        parts = moreau_step_parts(
             m, params, plane, q, v, tau, problem.contact, problem.num_sweeps
         )
         q, v = parts["q_next"], parts["v_next"]
@@ -219,7 +236,7 @@ def _knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Fun
     forces = forces / problem.substeps
     step = (alpha - 1.0) * f_next
     following = ca.vertcat(
-        _sx.integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :]
+        integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :]
     )
     return ca.Function(
         "knot_forward", [x_hat, x_t, u_t, k_t, gains, f_next, alpha],
@@ -236,11 +253,11 @@ def running_terms(problem: P.Problem) -> list:
 
 def _costs_function(problem: P.Problem, m, plane) -> ca.Function:
     """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
-    their Jacobians at `(x, u, forces, taus)` (`trajopt.fddp._knot_costs`' pieces): over the
+    their Jacobians at `(x, u, forces, taus)` (`trajopt.fddp.knot_costs`' pieces): over the
     configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
 
     inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
-    `trajopt.ipopt.reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v,
+    `trajopt.reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v,
     r_up, r_u, r_f, r_tau`."""
     nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
     x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
@@ -251,11 +268,11 @@ def _costs_function(problem: P.Problem, m, plane) -> ca.Function:
     sizes = {"q": nv, "v": nv, "up": nu, "u": nu, "f": 3 * k, "tau": nu}
     e = {name: ca.SX.sym("e_" + name, size) for name, size in sizes.items()}
     moved = ca.vertcat(
-        _sx.integrate(m, x[:nq], e["q"]), x[nq : nq + nv] + e["v"], x[nq + nv :] + e["up"]
+        integrate(m, x[:nq], e["q"]), x[nq : nq + nv] + e["v"], x[nq + nv :] + e["up"]
     )
-    res = _sx._running_residuals(
+    res = running_residuals(
         problem, m, plane, moved, u + e["u"], ca.reshape(forces + e["f"], 3, k).T,
-        taus + e["tau"], _sx._unpack_reference(problem, ref),
+        taus + e["tau"], unpack_reference(problem, ref),
     )  # fmt: skip
     r = ca.vertcat(*[sqrt_w[i] * res[name] for i, name in enumerate(terms)])
     zero = {name: ca.DM.zeros(sym.shape) for name, sym in e.items()}
@@ -275,9 +292,9 @@ def _terminal_function(problem: P.Problem, m, plane) -> ca.Function:
     nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
     x, ref, sqrt_w = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", 4 + 2 * k + nu), ca.SX.sym("w")
     dx = ca.SX.sym("dx", 2 * nv + nu)
-    q = _sx.integrate(m, x[:nq], dx[:nv])
+    q = integrate(m, x[:nq], dx[:nv])
     v = x[nq : nq + nv] + dx[nv : 2 * nv]
-    base = _sx._base_terms(problem, plane, q, v, _sx._unpack_reference(problem, ref))
+    base = base_terms(problem, plane, q, v, unpack_reference(problem, ref))
     r = sqrt_w * ca.vertcat(*[base[name] for name in sorted(base)])
     outputs = [ca.substitute(ca.densify(o), dx, ca.DM.zeros(dx.shape))
                for o in (r, ca.jacobian(r, dx))]  # fmt: skip
@@ -429,10 +446,9 @@ class SubstepFunctions:
 def _key(problem: P.Problem) -> tuple:
     """What a library depends on, as plain numbers (no JAX operation: an MPC looks it up when
     its data's parameters change)."""
-    from .fddp import model_fingerprint
 
     terrain = problem.data.params.terrain  # a plane: `Problem` validated it
-    numbers = tuple(sorted(_sx._params(problem).items()))
+    numbers = tuple(sorted(step_parameters(problem).items()))
     plane = tuple(np.asarray(terrain.normal, dtype=float).tolist()) + (
         float(np.asarray(terrain.height)), float(np.asarray(terrain.friction)),
     )  # fmt: skip
@@ -465,8 +481,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     if key in _FUNCTIONS:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
-    m = _sx.numpy_model(problem.model)
-    plane, numbers = _sx._plane(problem.data.params.terrain), _sx._params(problem)
+    m = numpy_model(problem.model)
+    plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
     built = [
         _forward_function(problem, m, plane, numbers),
         _derivative_function(problem, m, plane, numbers),
@@ -550,7 +566,7 @@ def _substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, 
 
 def knot_dynamics(problem: P.Problem, functions: SubstepFunctions, q, v, u) -> dict:
     """N knots' transitions and their Jacobians over `(dq, dv, du)` at `x = (q (N, nq), v (N, nv))`
-    under `u (N, nu)`, as `trajopt.fddp._knot_dynamics` computes them with
+    under `u (N, nu)`, as `trajopt.fddp.knot_dynamics` computes them with
     `derivatives="implicit"` (`substeps` substeps chained; forces averaged, torques the per-joint
     peak). Returns NumPy arrays: `state (N, 2 nv, n)` (the next state's tangent at the nominal
     next state), `forces (N, k, 3)`, `forces_jac (N, 3k, n)`, `taus (N, nu)`, `taus_jac (N, nu,

@@ -34,13 +34,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import dataclasses
 import functools
 import gc
-import hashlib
 import os
 import time
-import weakref
 from typing import NamedTuple
 
 import jax
@@ -48,8 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import problem as P
+from .fingerprint import model_fingerprint
 from .program_cache import DiskCachedFunction
-from .trajectory import Trajectory
 
 ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)
 MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coordinates)
@@ -91,25 +88,25 @@ class Compiled:
         def disk(name, fun):
             return DiskCachedFunction(f"fddp.{name}", jax.jit(fun), context)
 
-        self.rollout = disk("rollout", functools.partial(_rollout, problem))
-        self.evaluate = disk("evaluate", functools.partial(_evaluate, problem))
+        self.rollout = disk("rollout", functools.partial(rollout, problem))
+        self.evaluate = disk("evaluate", functools.partial(evaluate, problem))
         self.rollout_and_evaluate = disk(
-            "rollout_and_evaluate", functools.partial(_rollout_and_evaluate, problem)
+            "rollout_and_evaluate", functools.partial(rollout_and_evaluate, problem)
         )
-        self.linearize = jax.jit(functools.partial(_linearize_knot, problem))
-        self.linearize_terminal = jax.jit(functools.partial(_linearize_terminal, problem))
-        self.forward = jax.jit(functools.partial(_forward, problem))
-        self.linearize_all = disk("linearize_all", functools.partial(_linearize_all, problem))
+        self.linearize = jax.jit(functools.partial(linearize_knot, problem))
+        self.linearize_terminal = jax.jit(functools.partial(linearize_terminal, problem))
+        self.forward = jax.jit(functools.partial(forward, problem))
+        self.linearize_all = disk("linearize_all", functools.partial(linearize_horizon, problem))
         self.linearize_knots = disk("linearize_knots", functools.partial(_linearize_knots, problem))
         self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
-        self.backward = disk("backward", _backward)
-        self.line_search = disk("line_search", functools.partial(_line_search, problem))
+        self.backward = disk("backward", backward)
+        self.line_search = disk("line_search", functools.partial(line_search_trials, problem))
         if problem.derivatives == "compiled":  # the knots in generated C (`compiled_knots`)
             self.knot_functions = None  # (params, gains, compiled_knots.SubstepFunctions)
             self.linearize_all = functools.partial(_linearize_all_compiled, self)
             # the forward passes in C too, their costs and defects in JAX
             self.evaluate_transitions = disk(
-                "evaluate_transitions", functools.partial(_evaluate_transitions, problem)
+                "evaluate_transitions", functools.partial(evaluate_transitions, problem)
             )
             self.line_search = functools.partial(_line_search_compiled, self)
             self.rollout_and_evaluate = functools.partial(_rollout_and_evaluate_compiled, self)
@@ -124,32 +121,8 @@ class Compiled:
 # drop), so the LRU alone bounds the count; `clear_compiled()` also empties JAX's own caches
 # (`jax.clear_caches()`, which recompiles every other jitted function on its next call).
 DEFAULT_CACHE_SIZE = 4  # structures; 4 x ~8,000 mappings stays far below 65,530
-_CACHE: collections.OrderedDict = collections.OrderedDict()
+COMPILED_STRUCTURES: collections.OrderedDict = collections.OrderedDict()
 _CACHE_SIZE = [int(os.environ.get("DIFFLOCO_COMPILED_CACHE_SIZE", DEFAULT_CACHE_SIZE))]
-_MODEL_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def model_fingerprint(model) -> str:
-    """Content hash of a robot model: its static fields and every array (dtype, shape, bytes).
-
-    Two models with equal fingerprints trace to the same program, so they may share compiled
-    functions (the arrays are compile-time constants of them); object identity is not used."""
-    cached = _MODEL_FINGERPRINTS.get(model)
-    if cached is not None:
-        return cached
-    h = hashlib.sha256()
-    for f in dataclasses.fields(model):
-        value = getattr(model, f.name)
-        h.update(f.name.encode())
-        if f.metadata.get("static") or value is None:
-            h.update(repr(value).encode())
-        else:
-            a = np.asarray(value)
-            h.update(f"{a.dtype}{a.shape}".encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-    fingerprint = h.hexdigest()
-    _MODEL_FINGERPRINTS[model] = fingerprint
-    return fingerprint
 
 
 def structure_key(problem: P.Problem):
@@ -180,11 +153,11 @@ def compiled(problem: P.Problem) -> Compiled:
     """The `Compiled` of `problem`'s structure, from the LRU cache (built on a miss; the least
     recently used structure is dropped when the cache holds more than `cache_size()`)."""
     key = structure_key(problem)
-    fn = _CACHE.get(key)
+    fn = COMPILED_STRUCTURES.get(key)
     if fn is not None:
-        _CACHE.move_to_end(key)
+        COMPILED_STRUCTURES.move_to_end(key)
         return fn
-    fn = _CACHE[key] = Compiled(problem)
+    fn = COMPILED_STRUCTURES[key] = Compiled(problem)
     _evict()
     return fn
 
@@ -205,8 +178,8 @@ def set_cache_size(size: int) -> None:
 
 def _evict() -> None:
     dropped = False
-    while len(_CACHE) > _CACHE_SIZE[0]:
-        _CACHE.popitem(last=False)
+    while len(COMPILED_STRUCTURES) > _CACHE_SIZE[0]:
+        COMPILED_STRUCTURES.popitem(last=False)
         dropped = True
     if dropped:
         gc.collect()  # free the executables now, not at the next collection
@@ -216,17 +189,17 @@ def clear_compiled(jax_caches: bool = True) -> None:
     """Drop every compiled problem structure and, with `jax_caches`, JAX's own compilation and
     tracing caches (`jax.clear_caches()`: every other jitted function recompiles on its next
     call). The persistent on-disk cache is not touched."""
-    _CACHE.clear()
+    COMPILED_STRUCTURES.clear()
     gc.collect()
     if jax_caches:
         jax.clear_caches()
 
 
-def _index(tree, t):
+def index_knots(tree, t):
     return jax.tree_util.tree_map(lambda a: a[t], tree)
 
 
-def _rollout(problem, data, us):
+def rollout(problem, data, us):
     """Single-shooting rollout from `data.x0`: `(xs (T+1), forces (T, k, 3), taus (T, nu))`."""
 
     def body(x, u):
@@ -238,54 +211,54 @@ def _rollout(problem, data, us):
     return xs, forces, taus
 
 
-def _transitions(problem, data, xs, us):
+def transitions(problem, data, xs, us):
     """Every knot's transition from `xs[t]` under `us[t]`, batched: `(nexts (T), forces (T, k, 3),
     taus (T, nu))`."""
     return jax.vmap(lambda x, u: P.transition(problem, data, x, u))(
-        _index(xs, slice(0, problem.horizon)), us
+        index_knots(xs, slice(0, problem.horizon)), us
     )
 
 
-def _evaluate(problem, data, xs, us):
+def evaluate(problem, data, xs, us):
     """`(total cost, {term: cost}, defects (T, nx), forces, taus)`."""
-    return _evaluate_transitions(problem, data, xs, us, *_transitions(problem, data, xs, us))
+    return evaluate_transitions(problem, data, xs, us, *transitions(problem, data, xs, us))
 
 
-def _evaluate_transitions(problem, data, xs, us, nexts, forces, taus):
-    """`_evaluate` of a (possibly infeasible) trajectory whose knots' transitions are known:
+def evaluate_transitions(problem, data, xs, us, nexts, forces, taus):
+    """`evaluate` of a (possibly infeasible) trajectory whose knots' transitions are known:
     `nexts` (T) the state each knot's dynamics reach from `xs[t]` under `us[t]`, `forces
     (T, k, 3)`, `taus (T, nu)` (a rollout or a forward pass computed them: evaluating its result
     does not simulate again). Defects `f_t = local(xs[t+1], nexts[t])`."""
     T = problem.horizon
 
     def knot(t):
-        x, u = _index(xs, t), us[t]
+        x, u = index_knots(xs, t), us[t]
         res = P.running_residuals(
             problem, data, x, u, forces[t], taus[t], P.reference_at(data.reference, t)
         )
-        defect = P.local(problem, _index(xs, t + 1), _index(nexts, t))
+        defect = P.local(problem, index_knots(xs, t + 1), index_knots(nexts, t))
         return P.term_costs(res, data.weights), defect
 
     terms, defects = jax.vmap(knot)(jnp.arange(T))
     terms = {k: jnp.sum(c) for k, c in terms.items()}
-    x_T = _index(xs, problem.horizon)
+    x_T = index_knots(xs, problem.horizon)
     terminal = P.terminal_residuals(
         problem, data, x_T, P.reference_at(data.reference, problem.horizon)
     )
     terms.update(P.term_costs(terminal, data.weights))
     total = sum(terms.values())
-    initial_gap = P.local(problem, _index(xs, 0), data.x0)
+    initial_gap = P.local(problem, index_knots(xs, 0), data.x0)
     defects = jnp.concatenate([initial_gap[None], defects])  # (T+1, nx): f_0 .. f_T
     return total, terms, defects, forces, taus
 
 
-def _linearize_knot(problem, data, x, u, t):
-    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)` (see `_linearize_knot_with_residual`)."""
-    return _linearize_knot_with_residual(problem, data, x, u, t)[:5]
+def linearize_knot(problem, data, x, u, t):
+    """`(A, B, r, R_x, R_u)` of knot t at `(x, u)` (see `linearize_knot_with_residual`)."""
+    return linearize_knot_with_residual(problem, data, x, u, t)[:5]
 
 
 class KnotDynamics(NamedTuple):
-    """One knot's transition linearised (`_knot_dynamics`): what the costs' chain rule needs
+    """One knot's transition linearised (`knot_dynamics`): what the costs' chain rule needs
     from the simulation besides `A` and `B`."""
 
     A: jax.Array  # (nx, nx) d local(nominal next, next) / dx
@@ -299,7 +272,7 @@ class KnotDynamics(NamedTuple):
     contact_residual: jax.Array  # () largest impulse-solve residual of the knot [m/s]
 
 
-def _knot_dynamics(problem, data, x, u) -> KnotDynamics:
+def knot_dynamics(problem, data, x, u) -> KnotDynamics:
     """The knot's transition at `(x, u)` and its Jacobians (`KnotDynamics`).
 
     The tangent directions pushed through the simulation are `dq, dv, du` (2 nv + nu). The
@@ -346,7 +319,7 @@ def _knot_dynamics(problem, data, x, u) -> KnotDynamics:
     )  # fmt: skip
 
 
-def _knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
+def knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
     """`(r, R_x, R_u)`: knot t's weighted running residuals at `(x, u)` and their Jacobians,
     with the forces and torques of `dyn` and their Jacobians.
 
@@ -384,17 +357,17 @@ def _knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
     return r, R_x, R_u
 
 
-def _linearize_knot_with_residual(problem, data, x, u, t):
+def linearize_knot_with_residual(problem, data, x, u, t):
     """`(A, B, r, R_x, R_u, contact_residual)` of knot t at `(x, u)`; the last is the knot's
     largest impulse-solve residual [m/s] at the linearisation point
-    (`problem.transition_with_residual`). The transition by `_knot_dynamics`, the costs by
-    `_knot_costs` (the chain rule through the forces and torques)."""
-    dyn = _knot_dynamics(problem, data, x, u)
-    r, R_x, R_u = _knot_costs(problem, data, x, u, t, dyn)
+    (`problem.transition_with_residual`). The transition by `knot_dynamics`, the costs by
+    `knot_costs` (the chain rule through the forces and torques)."""
+    dyn = knot_dynamics(problem, data, x, u)
+    r, R_x, R_u = knot_costs(problem, data, x, u, t, dyn)
     return dyn.A, dyn.B, r, R_x, R_u, dyn.contact_residual
 
 
-def _linearize_terminal(problem, data, x):
+def linearize_terminal(problem, data, x):
     ref_t = P.reference_at(data.reference, problem.horizon)
 
     def g(dx):
@@ -407,23 +380,23 @@ def _linearize_terminal(problem, data, x):
     return r, jx
 
 
-def _rollout_and_evaluate(problem, data, us):
-    """`_rollout` then `_evaluate` of its result from the rollout's own transitions (one
+def rollout_and_evaluate(problem, data, us):
+    """`rollout` then `evaluate` of its result from the rollout's own transitions (one
     simulation of the horizon, not two): `(xs, cost, terms, defects, forces, taus)`."""
-    xs, forces, taus = _rollout(problem, data, us)
-    nexts = _index(xs, slice(1, problem.horizon + 1))
-    return (xs,) + _evaluate_transitions(problem, data, xs, us, nexts, forces, taus)
+    xs, forces, taus = rollout(problem, data, us)
+    nexts = index_knots(xs, slice(1, problem.horizon + 1))
+    return (xs,) + evaluate_transitions(problem, data, xs, us, nexts, forces, taus)
 
 
-def _forward(problem, data, xs, us, k, K, defects, alpha):
+def forward(problem, data, xs, us, k, K, defects, alpha):
     """FDDP forward pass; returns the trial `(xs, us)` (defects shrink by `1 - alpha`)."""
-    return _forward_with_transitions(problem, data, xs, us, k, K, defects, alpha)[:2]
+    return forward_with_transitions(problem, data, xs, us, k, K, defects, alpha)[:2]
 
 
-def _forward_with_transitions(problem, data, xs, us, k, K, defects, alpha):
-    """`_forward`'s trial `(xs, us)` and its knots' transitions `(nexts, forces, taus)` (each
+def forward_with_transitions(problem, data, xs, us, k, K, defects, alpha):
+    """`forward`'s trial `(xs, us)` and its knots' transitions `(nexts, forces, taus)` (each
     knot's dynamics from the trial state, before the defect `(alpha - 1) f` is added), for
-    `_evaluate_transitions`."""
+    `evaluate_transitions`."""
     x0 = data.x0  # the initial state is fixed: its gap closes fully at any alpha
 
     def body(x_hat, inputs):
@@ -433,7 +406,7 @@ def _forward_with_transitions(problem, data, xs, us, k, K, defects, alpha):
         nxt = P.retract(problem, reached, (alpha - 1.0) * f_next)
         return nxt, (nxt, u, reached, forces, taus)
 
-    xs_t = _index(xs, slice(0, problem.horizon))
+    xs_t = index_knots(xs, slice(0, problem.horizon))
     _, (x_next, u_new, reached, forces, taus) = jax.lax.scan(
         body, x0, (xs_t, us, k, K, defects[1:])
     )
@@ -445,7 +418,7 @@ LINEARIZE_LAYOUTS = ("map", "vmap")
 
 
 class Linearization(NamedTuple):
-    """Every knot's linearisation (`_linearize_all`); the first seven fields are what the
+    """Every knot's linearisation (`linearize_horizon`); the first seven fields are what the
     backward pass reads."""
 
     A: jax.Array  # (T, nx, nx) dF/dx
@@ -458,7 +431,7 @@ class Linearization(NamedTuple):
     contact_residual: jax.Array  # (T,) largest impulse-solve residual of each knot [m/s]
 
 
-def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
+def linearize_horizon(problem, data, xs, us, layout: str = "map") -> Linearization:
     """Every knot's linearisation in one call (`Linearization`).
 
     layout="map": `lax.map` over the knots (one knot's program, run T times inside XLA);
@@ -469,14 +442,14 @@ def _linearize_all(problem, data, xs, us, layout: str = "map") -> Linearization:
     T = problem.horizon
     per_knot = _linearize_knots(problem, data, xs, us, jnp.arange(T), layout)
     A, B, r, Rx, Ru, contact_residual = per_knot
-    rT, RT = _linearize_terminal(problem, data, _index(xs, T))
+    rT, RT = linearize_terminal(problem, data, index_knots(xs, T))
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
 def compiled_knot_dynamics(fn: Compiled, data, xs, us) -> KnotDynamics:
     """Every running knot's `KnotDynamics` (stacked `(T, ...)`, NumPy) by the generated C code
     of `trajopt.compiled_knots` (`derivatives="compiled"`): the same values as
-    `_knot_dynamics` with implicit derivatives, to rounding."""
+    `knot_dynamics` with implicit derivatives, to rounding."""
     from . import compiled_knots  # CasADi, on first use only
 
     problem = fn.problem
@@ -513,15 +486,15 @@ def _flat_states(xs) -> np.ndarray:
     return np.concatenate([np.asarray(xs.q), np.asarray(xs.v), np.asarray(xs.u_prev)], axis=-1)
 
 
-def _forward_compiled(fn: Compiled, data, xs, us, k, K, defects, alpha):
-    """`_forward_with_transitions` by the generated C fold (`compiled_knots`): `(xs, us,
+def forward_compiled(fn: Compiled, data, xs, us, k, K, defects, alpha):
+    """`forward_with_transitions` by the generated C fold (`compiled_knots`): `(xs, us,
     reached, forces, taus)` as NumPy (knot states as `KnotState`)."""
     problem = fn.problem
     T, m = problem.horizon, problem.model
     nq, nv = m.nq, m.nv
     x0 = _flat_states(data.x0)
     out = _knot_functions(fn, data).forward_pass(T)(
-        x0, _flat_states(_index(xs, slice(0, T))), us, k,
+        x0, _flat_states(index_knots(xs, slice(0, T))), us, k,
         np.swapaxes(np.asarray(K), 1, 2), np.asarray(defects)[1:], np.full(T, float(alpha)),
     )  # fmt: skip
 
@@ -536,13 +509,13 @@ def _forward_compiled(fn: Compiled, data, xs, us, k, K, defects, alpha):
 
 
 def _line_search_compiled(fn: Compiled, data, xs, us, k, K, defects, merit_old):
-    """`_line_search` with each trial's forward pass in C (`_forward_compiled`) and its costs
-    and defects in one JAX call (`_evaluate_transitions`); the same trials, in the same order,
+    """`line_search_trials` with each trial's forward pass in C (`forward_compiled`) and its costs
+    and defects in one JAX call (`evaluate_transitions`); the same trials, in the same order,
     and the same return values."""
     k, K, defects = (np.asarray(a) for a in (k, K, defects))
     trial = None
     for i, alpha in enumerate(ALPHAS):
-        xs_t, us_t, reached, forces_t, taus_t = _forward_compiled(
+        xs_t, us_t, reached, forces_t, taus_t = forward_compiled(
             fn, data, xs, us, k, K, defects, alpha
         )
         evaluated = jax.device_get(
@@ -550,18 +523,18 @@ def _line_search_compiled(fn: Compiled, data, xs, us, k, K, defects, merit_old):
         )
         cost, terms, d, forces, taus = evaluated
         trial = (xs_t, us_t, cost, terms, d, forces, taus)
-        if np.isfinite(cost) and np.all(np.isfinite(d)) and _merit(cost, d) < merit_old:
+        if np.isfinite(cost) and np.all(np.isfinite(d)) and merit(cost, d) < merit_old:
             return i, i + 1, trial
     return -1, len(ALPHAS), trial
 
 
 def _rollout_and_evaluate_compiled(fn: Compiled, data, us):
-    """`_rollout_and_evaluate` with the rollout in C: the forward pass at `alpha = 1` with no
+    """`rollout_and_evaluate` with the rollout in C: the forward pass at `alpha = 1` with no
     feedback and no defects, from `data.x0`."""
     T, nu, nx = fn.problem.horizon, fn.problem.nu, fn.problem.nx
     start = jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (T + 1,) + a.shape),
                                    data.x0)  # fmt: skip
-    xs, us_t, reached, forces, taus = _forward_compiled(
+    xs, us_t, reached, forces, taus = forward_compiled(
         fn, data, start, np.asarray(us), np.zeros((T, nu)), np.zeros((T, nu, nx)),
         np.zeros((T + 1, nx)), 1.0,
     )  # fmt: skip
@@ -571,16 +544,16 @@ def _rollout_and_evaluate_compiled(fn: Compiled, data, us):
 def compiled_knot_costs(fn: Compiled, data, xs, us, dyn: KnotDynamics):
     """`(r, R_x, R_u, r_T, R_T)` of every knot (NumPy) by the generated C code: the weighted
     residuals and their Jacobians (`compiled_knots._costs_function`), chained through the
-    forces' and torques' Jacobians of `dyn` as `_knot_costs` does, and the terminal knot's. The
-    residuals' order within a term may differ from `_knot_costs`'; the backward pass reads only
+    forces' and torques' Jacobians of `dyn` as `knot_costs` does, and the terminal knot's. The
+    residuals' order within a term may differ from `knot_costs`'; the backward pass reads only
     `R^T r` and `R^T R`, which do not depend on it."""
-    from . import compiled_knots, ipopt  # CasADi, on first use only
+    from . import casadi_model, compiled_knots  # CasADi, on first use only
 
     problem = fn.problem
     functions = _knot_functions(fn, data)
     T, nx = problem.horizon, problem.nx
     flat = _flat_states(xs)
-    refs = ipopt.reference_rows(data.reference)
+    refs = casadi_model.reference_rows(data.reference)
     terms = compiled_knots.running_terms(problem)
     sqrt_w = np.sqrt(np.array([float(data.weights[name]) for name in terms]))
     out = functions.costs_mapped(T)(
@@ -618,7 +591,7 @@ def _linearize_knots(problem, data, xs, us, knots, layout: str = "map"):
     each stacked `(n, ...)`."""
 
     def knot(t):
-        return _linearize_knot_with_residual(problem, data, _index(xs, t), us[t], t)
+        return linearize_knot_with_residual(problem, data, index_knots(xs, t), us[t], t)
 
     return jax.lax.map(knot, knots) if layout == "map" else jax.vmap(knot)(knots)
 
@@ -671,15 +644,15 @@ def linearize_in_two_threads(fn: Compiled, data, xs, us) -> Linearization:
         )
         parts = [jax.block_until_ready(fn.linearize_knots(data, xs, us, first))]
         parts.append(future.result())
-    rT, RT = fn.linearize_terminal(data, _index(xs, T))
+    rT, RT = fn.linearize_terminal(data, index_knots(xs, T))
     A, B, r, Rx, Ru, contact_residual = (
         jnp.concatenate([a, b[: T - half]]) for a, b in zip(*parts)
     )
     return Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
 
 
-def _backward(lin, defects, mu):
-    """Riccati recursion (float64 `lax.scan` from the last knot). `lin` is `_linearize_all`'s
+def backward(lin, defects, mu):
+    """Riccati recursion (float64 `lax.scan` from the last knot). `lin` is `linearize_horizon`'s
     output (or its first seven arrays), `defects (T+1, nx)`, `mu` the regularisation of `Q_uu`.
 
     Returns `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)`: `dV1 = sum k^T Q_u`,
@@ -716,12 +689,12 @@ def _backward(lin, defects, mu):
     return k, K, dV1, dV2, ok
 
 
-def _merit_of(cost, defects):
+def merit_of(cost, defects):
     """`cost + nu sum_t |f_t|_1` (the line search's merit)."""
     return cost + MERIT_DEFECT_WEIGHT * jnp.sum(jnp.abs(defects))
 
 
-def _line_search(problem, data, xs, us, k, K, defects, merit_old):
+def line_search_trials(problem, data, xs, us, k, K, defects, merit_old):
     """Try the step lengths `ALPHAS` in order inside one call (`lax.while_loop`) and stop at
     the first whose trial is finite and decreases the merit below `merit_old`.
 
@@ -733,14 +706,14 @@ def _line_search(problem, data, xs, us, k, K, defects, merit_old):
     alphas = jnp.asarray(ALPHAS, dtype=defects.dtype)
 
     def trial(i):
-        xs_t, us_t, reached, forces_t, taus_t = _forward_with_transitions(
+        xs_t, us_t, reached, forces_t, taus_t = forward_with_transitions(
             problem, data, xs, us, k, K, defects, alphas[i]
         )
-        cost, terms, d, forces, taus = _evaluate_transitions(
+        cost, terms, d, forces, taus = evaluate_transitions(
             problem, data, xs_t, us_t, reached, forces_t, taus_t
         )
         finite = jnp.isfinite(cost) & jnp.all(jnp.isfinite(d))
-        return finite & (_merit_of(cost, d) < merit_old), (xs_t, us_t, cost, terms, d, forces, taus)
+        return finite & (merit_of(cost, d) < merit_old), (xs_t, us_t, cost, terms, d, forces, taus)
 
     def cond(carry):
         i, accepted, _ = carry
@@ -768,7 +741,7 @@ def linearize_all(fn: Compiled, data, xs, us) -> Linearization:
     return Linearization(*(np.asarray(a) for a in fn.linearize_all(data, xs, us)))
 
 
-def _merit(cost, defects):
+def merit(cost, defects):
     return float(cost) + MERIT_DEFECT_WEIGHT * float(np.sum(np.abs(defects)))
 
 
@@ -789,7 +762,7 @@ def solve_fddp(
     """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
     (single shooting). Returns `(xs, us, info)` with `info` = status, iterations, cost,
     term_costs, history, forces, taus, defects, wall_time, feedback, and the contact solves'
-    report at the linearisation points (`_contact_report`: `contact_residual`,
+    report at the linearisation points (`contact_report`: `contact_residual`,
     `unconverged_linearizations`; every history record has its point's `contact_residual`).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`linearize_in_two_threads`: the same iterates, on two cores)."""
@@ -848,7 +821,7 @@ def solve_fddp(
             dV1 = float(dV1)
             if first_expected is None:
                 first_expected = abs(dV1)
-            index, _, trial = fn.line_search(data, xs, us, k, K, defects, _merit(cost, defects))
+            index, _, trial = fn.line_search(data, xs, us, k, K, defects, merit(cost, defects))
             index = int(index)
             if index >= 0:
                 accepted = True
@@ -916,12 +889,12 @@ def solve_fddp(
         "defects": float(np.sum(np.abs(defects))),
         "wall_time": time.perf_counter() - start,
         "feedback": None if feedback is None else np.asarray(feedback),
-        **_contact_report(contact_residuals, problem.num_sweeps, verbose),
+        **contact_report(contact_residuals, problem.num_sweeps, verbose),
     }
     return xs, us, info
 
 
-def _contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
+def contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
     """The solver's report on its linearisation points' contact solves: `contact_residual`, the
     largest impulse-solve residual over them [m/s] (None without an iteration), and
     `unconverged_linearizations`, how many exceeded `CONTACT_RESIDUAL_TOLERANCE` (there the
@@ -937,58 +910,3 @@ def _contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
             "contact (more sweeps: the problem's num_sweeps)"
         )
     return {"contact_residual": worst, "unconverged_linearizations": unconverged}
-
-
-def to_trajectory(problem: P.Problem, xs, us, info, solver: str) -> Trajectory:
-    xs = _to_numpy_tree(xs)
-    return Trajectory(
-        q=xs.q,
-        v=xs.v,
-        u=np.asarray(us),
-        dt=problem.dt_knot,
-        tau=info["taus"],
-        force=info["forces"],
-        u_prev0=np.asarray(problem.data.x0.u_prev),
-        feedback=info.get("feedback"),
-        cost=info["cost"],
-        term_costs=info["term_costs"],
-        status=info["status"],
-        iterations=info["iterations"],
-        history=info["history"],
-        meta={
-            "robot": problem.model.name,
-            "problem": problem.name,
-            "solver": solver,
-            "horizon": problem.horizon,
-            "substeps": problem.substeps,
-            "contact": problem.contact,
-            "control": problem.control,
-            "num_sweeps": problem.num_sweeps,
-            "derivatives": problem.derivatives,
-            "wall_time_s": info["wall_time"],
-            "defects": info["defects"],
-            "contact_residual": info.get("contact_residual"),
-            "unconverged_linearizations": info.get("unconverged_linearizations"),
-            **problem_description(problem),
-        },
-    )
-
-
-def problem_description(problem: P.Problem) -> dict:
-    """JSON-able terrain and references of a problem, kept with a solved trajectory so viewers
-    and plots can show the ground and the commanded motion: `terrain` (see
-    `contact.terrain_to_dict`), `reference` {base_velocity (T+1, 3) `[v_x, v_y, yaw_rate]` in
-    the base frame, base_height (T+1,), stance (T+1, nfeet)}, `foot_names`, `foot_radius`."""
-    from contact import terrain_to_dict
-
-    ref = problem.data.reference
-    return {
-        "terrain": terrain_to_dict(problem.data.params.terrain),
-        "reference": {
-            "base_velocity": np.asarray(ref.base_velocity).tolist(),
-            "base_height": np.asarray(ref.base_height).tolist(),
-            "stance": np.asarray(ref.stance).tolist(),
-        },
-        "foot_names": list(problem.model.foot_names),
-        "foot_radius": float(np.asarray(problem.model.foot_radius).max()),
-    }

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import casadi_model, fddp
 from . import problem as P
-from .trajectory import Trajectory
+from .trajectory import Trajectory, solution_info
 
 # IPOPT return_status -> Trajectory.status
 STATUS = {
@@ -152,18 +152,8 @@ def solve_ipopt(
         {"iteration": i, "cost": float(c), "defects": float(d)}
         for i, (c, d) in enumerate(zip(objectives, infeasibility, strict=False))
     ]
-    info = {
-        "status": status,
-        "iterations": iterations,
-        "cost": float(cost),
-        "term_costs": {k: float(c) for k, c in terms.items()},
-        "history": history,
-        "forces": np.asarray(forces),
-        "taus": np.asarray(taus),
-        "defects": float(np.sum(np.abs(np.asarray(gaps)))),
-        "wall_time": time.perf_counter() - start,
-    }
-    traj = fddp.to_trajectory(problem, xs_out, us_out, info, "ipopt-multiple")
+    info = solution_info(status, iterations, (cost, terms, gaps, forces, taus), history, start)
+    traj = Trajectory.from_solution(problem, xs_out, us_out, info, "ipopt-multiple")
     traj.meta.update(
         {
             "ipopt_status": message,

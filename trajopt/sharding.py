@@ -1,7 +1,7 @@
 """Data parallelism on JAX's own runtime: a one-axis device `Mesh`, a batch (of environments
 in training, of problems in `trajopt.batched`) split across it with `NamedSharding`, everything
 else replicated, and `jax.distributed` for several processes (hosts). Here, in the lowest layer
-that uses it, so that both `trajopt` and `learning.training` can.
+that uses it, so that both `trajopt` and `learning` can.
 
     sharding.initialize_distributed()                  # multi-host only (arguments or env vars)
     mesh = sharding.make_mesh(devices=4)               # None: every device of every process

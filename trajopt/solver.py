@@ -19,7 +19,7 @@ import numpy as np
 from . import fddp
 from . import problem as P
 from .compile_cache import enable_persistent_cache
-from .trajectory import Trajectory
+from .trajectory import Trajectory, solution_info
 
 enable_persistent_cache()  # executables saved on disk: a second run does not compile again
 
@@ -127,7 +127,7 @@ def solve(
             callback=callback,
             linearize_threads=linearize_threads,
         )
-        return fddp.to_trajectory(problem, xs, us, info, f"fddp-{shooting}")
+        return Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
     if solver == "lbfgs":
         if shooting != "single":
             raise ValueError("the L-BFGS solver is single shooting only")
@@ -188,7 +188,7 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     c0, _ = fun(last["x"])
     if not np.isfinite(c0):
         xs, info = _rollout_and_info(fn, data, us, "diverged", 0, history, start)
-        return fddp.to_trajectory(problem, xs, us, info, "lbfgs-single")
+        return Trajectory.from_solution(problem, xs, us, info, "lbfgs-single")
     try:
         res = minimize(
             fun,
@@ -207,20 +207,10 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
         x = last["x"]
     u = jnp.asarray(x).reshape(shape)
     xs, info = _rollout_and_info(fn, data, u, status["value"], len(history), history, start)
-    return fddp.to_trajectory(problem, xs, u, info, "lbfgs-single")
+    return Trajectory.from_solution(problem, xs, u, info, "lbfgs-single")
 
 
 def _rollout_and_info(fn, data, us, status, iterations, history, start):
     """The rollout of `us` and the solver's `info` from its costs (one simulation)."""
-    xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
-    return xs, {
-        "status": status,
-        "iterations": iterations,
-        "cost": float(cost),
-        "term_costs": {k: float(v) for k, v in terms.items()},
-        "history": history,
-        "forces": np.asarray(forces),
-        "taus": np.asarray(taus),
-        "defects": float(np.sum(np.abs(np.asarray(defects)))),
-        "wall_time": time.perf_counter() - start,
-    }
+    xs, *evaluation = fn.rollout_and_evaluate(data, us)
+    return xs, solution_info(status, iterations, evaluation, history, start)

@@ -10,9 +10,13 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 
+import jax
 import numpy as np
+
+from contact import terrain_to_dict
 
 STATUSES = (
     "converged",
@@ -52,6 +56,46 @@ class Trajectory:
     history: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     feedback: np.ndarray | None = None
+
+    @classmethod
+    def from_solution(cls, problem, xs, us, info: dict, solver: str) -> Trajectory:
+        """The trajectory of a solve of `problem` (`trajopt.Problem`): knot states `xs`
+        (stacked `KnotState`), controls `us (T, nu)`, the solver's `info` (status,
+        iterations, cost, term_costs, history, forces, taus, defects, wall_time; optionally
+        feedback and the contact report) and the solver's name; `meta` keeps the problem's
+        description (`problem_description`)."""
+        xs = jax.tree_util.tree_map(np.asarray, xs)
+        return cls(
+            q=xs.q,
+            v=xs.v,
+            u=np.asarray(us),
+            dt=problem.dt_knot,
+            tau=info["taus"],
+            force=info["forces"],
+            u_prev0=np.asarray(problem.data.x0.u_prev),
+            feedback=info.get("feedback"),
+            cost=info["cost"],
+            term_costs=info["term_costs"],
+            status=info["status"],
+            iterations=info["iterations"],
+            history=info["history"],
+            meta={
+                "robot": problem.model.name,
+                "problem": problem.name,
+                "solver": solver,
+                "horizon": problem.horizon,
+                "substeps": problem.substeps,
+                "contact": problem.contact,
+                "control": problem.control,
+                "num_sweeps": problem.num_sweeps,
+                "derivatives": problem.derivatives,
+                "wall_time_s": info["wall_time"],
+                "defects": info["defects"],
+                "contact_residual": info.get("contact_residual"),
+                "unconverged_linearizations": info.get("unconverged_linearizations"),
+                **problem_description(problem),
+            },
+        )
 
     @property
     def horizon(self) -> int:
@@ -172,3 +216,39 @@ def _versions() -> dict:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def problem_description(problem) -> dict:
+    """JSON-able terrain and references of a problem, kept with a solved trajectory so viewers
+    and plots can show the ground and the commanded motion: `terrain` (see
+    `contact.terrain_to_dict`), `reference` {base_velocity (T+1, 3) `[v_x, v_y, yaw_rate]` in
+    the base frame, base_height (T+1,), stance (T+1, nfeet)}, `foot_names`, `foot_radius`."""
+    ref = problem.data.reference
+    return {
+        "terrain": terrain_to_dict(problem.data.params.terrain),
+        "reference": {
+            "base_velocity": np.asarray(ref.base_velocity).tolist(),
+            "base_height": np.asarray(ref.base_height).tolist(),
+            "stance": np.asarray(ref.stance).tolist(),
+        },
+        "foot_names": list(problem.model.foot_names),
+        "foot_radius": float(np.asarray(problem.model.foot_radius).max()),
+    }
+
+
+def solution_info(status: str, iterations: int, evaluation, history: list, start: float) -> dict:
+    """A solver's `info` (`Trajectory.from_solution`) from its final evaluation
+    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (`trajopt.fddp`'s `evaluate`), its
+    status, iteration count, history and start time (`time.perf_counter()`)."""
+    cost, terms, defects, forces, taus = evaluation
+    return {
+        "status": status,
+        "iterations": iterations,
+        "cost": float(cost),
+        "term_costs": {k: float(v) for k, v in terms.items()},
+        "history": history,
+        "forces": np.asarray(forces),
+        "taus": np.asarray(taus),
+        "defects": float(np.sum(np.abs(np.asarray(defects)))),
+        "wall_time": time.perf_counter() - start,
+    }

@@ -11,7 +11,7 @@ pytest.importorskip("mujoco")
 def test_bench_contact_quick(tmp_path):
     bench = load_benchmark("bench_contact")
     out = tmp_path / "BENCHMARKS.md"
-    out.write_text("# Benchmarks\n\n## Rigid-body dynamics (issue 2)\n\nkept\n")
+    out.write_text("# Benchmarks\n\n## Rigid-body dynamics\n\nkept\n")
     rows = bench.main(["--quick", "--output", str(out)])
     groups = {r.group for r in rows}
     assert {"mujoco", "step"} <= groups
@@ -19,7 +19,7 @@ def test_bench_contact_quick(tmp_path):
     for r in rows:
         assert math.isfinite(r.steps_per_s) and r.steps_per_s > 0
     text = out.read_text()
-    assert bench.SECTION in text and "## Rigid-body dynamics (issue 2)" in text and "kept" in text
+    assert bench.SECTION in text and "## Rigid-body dynamics" in text and "kept" in text
     assert "### Targets" in text and "MuJoCo" in text
     # rewriting replaces the section in place instead of appending a second copy
     bench.write_section(out, bench.render(rows, bench.parse_args(["--quick"])))

@@ -39,7 +39,7 @@ def allow_rank_promotion():
 def test_bench_trajopt_tiny(tmp_path, allow_rank_promotion):
     bench = load_benchmark("bench_trajopt")
     out = tmp_path / "BENCHMARKS.md"
-    out.write_text("# Benchmarks\n\n## Contact step (issue 3)\n\nkept\n")
+    out.write_text("# Benchmarks\n\n## Contact step\n\nkept\n")
     results = bench.main([*TINY, "--output", str(out)])
     (r,) = results["ours"]
     assert r["horizon"] == 2
@@ -51,7 +51,7 @@ def test_bench_trajopt_tiny(tmp_path, allow_rank_promotion):
     for key in keys:
         assert math.isfinite(split[key]) and split[key] >= 0.0
     text = out.read_text()
-    assert bench.SECTION in text and "## Contact step (issue 3)" in text and "kept" in text
+    assert bench.SECTION in text and "## Contact step" in text and "kept" in text
     assert "### Where our iteration time goes" in text
 
     # with (fake) Crocoddyl numbers the ratio rows and targets render; rewriting replaces the

@@ -46,7 +46,7 @@ def pack(xs, us, info):
             "devices": info.get("devices", 1)}}
 # the distillation dataset from a grid of 7 commands: one by one, and batched on 4 devices
 # (padded to 8: the batched structure above is reused)
-from learning.training import distill
+from learning.distill import dataset as distill
 grid = [(0.0, 0.0, 0.0), (0.1, 0.0, 0.0), (0.2, 0.0, 0.0), (0.3, 0.0, 0.0), (0.1, 0.1, 0.0),
         (0.2, -0.1, 0.0), (0.0, 0.15, 0.0)]
 options = dict(duration=0.06, max_iterations={MAX_ITERATIONS}, verbose=False)

@@ -66,11 +66,11 @@ def test_lru_drops_the_least_recently_used_structure(restore_cache_size):
     gc.collect()
     assert dead_b() is None, "an evicted structure's jitted functions are freed"
     assert fddp.compiled(a) is fa and fddp.compiled(c) is fc
-    assert len(fddp._CACHE) == 2
+    assert len(fddp.COMPILED_STRUCTURES) == 2
     with pytest.raises(ValueError):
         fddp.set_cache_size(0)
     trajopt.clear_compiled(jax_caches=False)
-    assert len(fddp._CACHE) == 0
+    assert len(fddp.COMPILED_STRUCTURES) == 0
 
 
 def _mappings():
@@ -94,10 +94,11 @@ def test_clear_compiled_drops_single_and_batched_structures():
     structures: nothing compiles here)."""
     from trajopt import batched
 
-    fddp._CACHE["sentinel"] = object()
-    batched._CACHE["sentinel"] = object()
+    fddp.COMPILED_STRUCTURES["sentinel"] = object()
+    batched.COMPILED_STRUCTURES["sentinel"] = object()
     trajopt.clear_compiled(jax_caches=False)
-    assert "sentinel" not in fddp._CACHE and "sentinel" not in batched._CACHE
+    assert "sentinel" not in fddp.COMPILED_STRUCTURES
+    assert "sentinel" not in batched.COMPILED_STRUCTURES
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.compiled_knots`)
-against JAX's `jacfwd` with the implicit rule (`fddp._knot_dynamics`, derivatives="implicit"),
+against JAX's `jacfwd` with the implicit rule (`fddp.knot_dynamics`, derivatives="implicit"),
 which `tests/test_implicit_derivatives.py` checks against central differences.
 
 The states cover every contact mode of the implicit rule: sticking, sliding (on the cone's rim),
@@ -120,7 +120,7 @@ def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
     assert min(modes.values()) > 0, modes  # every mode is exercised
     out = compiled_knots.knot_dynamics(problem, compiled_knots.substep_functions(problem), q, v, u)
     implicit = problem.replace(derivatives="implicit")
-    reference = jax.jit(lambda x, uu: fddp._knot_dynamics(implicit, implicit.data, x, uu))
+    reference = jax.jit(lambda x, uu: fddp.knot_dynamics(implicit, implicit.data, x, uu))
     nv = problem.model.nv
     worst = {}
     for i in range(q.shape[0]):
@@ -178,7 +178,7 @@ def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
 
 def test_the_compiled_forward_pass_equals_the_jax_one():
     """FDDP's forward pass (feedback, step length, defects) in C against
-    `fddp._forward_with_transitions`, at random gains and defects around the trot guess."""
+    `fddp.forward_with_transitions`, at random gains and defects around the trot guess."""
     problem = _problem()
     fn = fddp.compiled(problem)
     xs, us = initial_guess(problem)
@@ -188,8 +188,8 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
     K = 0.05 * rng.normal(size=(T, nu, nx))
     defects = 1e-3 * rng.normal(size=(T + 1, nx))
     for alpha in (1.0, 0.25):
-        ours = fddp._forward_compiled(fn, problem.data, xs, us, k, K, defects, alpha)
-        theirs = jax.jit(fddp._forward_with_transitions, static_argnums=0)(
+        ours = fddp.forward_compiled(fn, problem.data, xs, us, k, K, defects, alpha)
+        theirs = jax.jit(fddp.forward_with_transitions, static_argnums=0)(
             problem, problem.data, xs, us, k, K, defects, alpha
         )
         for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
@@ -198,7 +198,7 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
 
 def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
     """The knots' weighted residuals and their Jacobians in C (`fddp.compiled_knot_costs`)
-    against `fddp._knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
+    against `fddp.knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
     `r^T r` and the backward pass's products `R^T r`, `R^T R`, which do not depend on the
     residuals' order within a term."""
     problem = _problem()
@@ -207,16 +207,16 @@ def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
     xs, us = initial_guess(problem)
     dyn = fddp.compiled_knot_dynamics(fn, data, xs, us)
     r, R_x, R_u, r_T, R_T = fddp.compiled_knot_costs(fn, data, xs, us, dyn)
-    knot_costs = jax.jit(fddp._knot_costs, static_argnums=0)
+    knot_costs = jax.jit(fddp.knot_costs, static_argnums=0)
     for t in range(problem.horizon):
-        d = fddp._index(dyn, t)
-        x = fddp._index(xs, t)
+        d = fddp.index_knots(dyn, t)
+        x = fddp.index_knots(xs, t)
         r_j, Rx_j, Ru_j = (np.asarray(a) for a in knot_costs(problem, data, x, us[t], t, d))
         R_j, R_c = np.concatenate([Rx_j, Ru_j], axis=1), np.concatenate([R_x[t], R_u[t]], axis=1)
         np.testing.assert_allclose(r[t] @ r[t], r_j @ r_j, rtol=1e-10)
         np.testing.assert_allclose(R_c.T @ r[t], R_j.T @ r_j, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(R_c.T @ R_c, R_j.T @ R_j, rtol=1e-8, atol=1e-8)
-    x_T = fddp._index(xs, problem.horizon)
-    rT_j, RT_j = jax.jit(fddp._linearize_terminal, static_argnums=0)(problem, data, x_T)
+    x_T = fddp.index_knots(xs, problem.horizon)
+    rT_j, RT_j = jax.jit(fddp.linearize_terminal, static_argnums=0)(problem, data, x_T)
     np.testing.assert_allclose(r_T @ r_T, np.sum(np.asarray(rT_j) ** 2), rtol=1e-10)
     np.testing.assert_allclose(R_T.T @ R_T, np.asarray(RT_j).T @ np.asarray(RT_j), atol=1e-8)

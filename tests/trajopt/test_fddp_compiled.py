@@ -1,6 +1,6 @@
 """The compiled FDDP iteration (issue 15, item 3) against independent references.
 
-- the `lax.scan` Riccati recursion (`fddp._backward`) equals a NumPy recursion written here
+- the `lax.scan` Riccati recursion (`fddp.backward`) equals a NumPy recursion written here
   (the solver's former backward pass) to 1e-10 on random data, and flags a `Q_uu` that is not
   positive definite where NumPy's Cholesky refuses it;
 - all knots linearised in one call equal the per-knot jitted linearisation;
@@ -60,7 +60,7 @@ def random_linearisation(rng, T=7, nx=6, nu=3, nr=9, nr_T=5):
 def test_compiled_backward_pass_equals_the_numpy_recursion(seed):
     lin, defects = random_linearisation(np.random.default_rng(seed))
     for mu in (0.0, 1e-6, 1.0):
-        k, K, dV1, dV2, ok = jax.jit(fddp._backward)(lin, defects, mu)
+        k, K, dV1, dV2, ok = jax.jit(fddp.backward)(lin, defects, mu)
         k_ref, K_ref, dV1_ref, dV2_ref = numpy_backward(*lin, defects, mu)
         assert bool(ok)
         scale = max(1.0, np.abs(K_ref).max())
@@ -78,7 +78,7 @@ def test_compiled_backward_pass_flags_an_indefinite_q_uu():
     lin = (A, B, r, Rx, Ru, rT, np.zeros_like(RT))
     mu = -1.0
     assert numpy_backward(*lin, defects, mu) is None
-    *_, ok = jax.jit(fddp._backward)(lin, defects, mu)
+    *_, ok = jax.jit(fddp.backward)(lin, defects, mu)
     assert not bool(ok)
 
 
@@ -96,10 +96,11 @@ def test_all_knots_in_one_call_equal_the_per_knot_linearisation(tiny):
     problem, fn, xs, us = tiny
     lin = fddp.linearize_all(fn, problem.data, xs, us)
     for t in range(problem.horizon):
-        knot = fn.linearize(problem.data, fddp._index(xs, t), us[t], t)
+        knot = fn.linearize(problem.data, fddp.index_knots(xs, t), us[t], t)
         for a, b in zip(lin[:5], knot):
             np.testing.assert_allclose(a[t], np.asarray(b), rtol=1e-12, atol=1e-12)
-    for a, b in zip(lin[5:], fn.linearize_terminal(problem.data, fddp._index(xs, problem.horizon))):
+    terminal = fn.linearize_terminal(problem.data, fddp.index_knots(xs, problem.horizon))
+    for a, b in zip(lin[5:], terminal):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-12)
 
 
@@ -111,12 +112,12 @@ def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(ti
     defects = np.asarray(defects)
     lin = fn.linearize_all(data, xs, us)
     k, K, *_ = fn.backward(lin, defects, 1e-6)
-    for merit_old in (fddp._merit(cost, defects), float(cost) - 1e-3, -1.0):
+    for merit_old in (fddp.merit(cost, defects), float(cost) - 1e-3, -1.0):
         expected = -1
         for i, alpha in enumerate(fddp.ALPHAS):  # the former host loop, one call per step
             xs_t, us_t = fn.forward(data, xs, us, k, K, defects, alpha)
             c_t, _, d_t, _, _ = fn.evaluate(data, xs_t, us_t)
-            if np.isfinite(float(c_t)) and fddp._merit(c_t, np.asarray(d_t)) < merit_old:
+            if np.isfinite(float(c_t)) and fddp.merit(c_t, np.asarray(d_t)) < merit_old:
                 expected = i
                 break
         index, trials, (xs_t, us_t, c_t, *_) = fn.line_search(
@@ -152,11 +153,11 @@ def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny
 
     @jax.jit
     def both(alpha):
-        xs_t, us_t, *transitions = fddp._forward_with_transitions(
+        xs_t, us_t, *transitions = fddp.forward_with_transitions(
             problem, data, xs, us, k, K, defects, alpha
         )
-        return (fddp._evaluate_transitions(problem, data, xs_t, us_t, *transitions),
-                fddp._evaluate(problem, data, xs_t, us_t))  # fmt: skip
+        return (fddp.evaluate_transitions(problem, data, xs_t, us_t, *transitions),
+                fddp.evaluate(problem, data, xs_t, us_t))  # fmt: skip
 
     ours, ref = both(0.5)
     close(ours, ref)

@@ -144,7 +144,7 @@ def test_an_fddp_rollout_loaded_from_disk_gives_the_same_bits(folder):
         results.append((xs, forces, taus, fn.evaluate(problem.data, xs, us)))
     assert [(g.exported, g.loaded) for g in (fn.rollout, fn.evaluate)] == [(0, 1)] * 2
     assert _same(results[0], results[1])
-    plain = jax.jit(lambda d, u: fddp._rollout(problem, d, u))(problem.data, us)
+    plain = jax.jit(lambda d, u: fddp.rollout(problem, d, u))(problem.data, us)
     for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(results[1])):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12, atol=1e-12)
 

@@ -38,7 +38,7 @@ def test_linearization_matches_central_differences(short_problem):
     xs, us = initial_guess(problem)
     xs, _, _ = fn.rollout(data, us)
     t = 1
-    x, u = fddp._index(xs, t), us[t] + 0.05
+    x, u = fddp.index_knots(xs, t), us[t] + 0.05
     A, B, r, Rx, Ru = (np.asarray(a) for a in fn.linearize(data, x, u, t))
 
     @jax.jit
@@ -249,7 +249,7 @@ def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
     at_solution = fddp.linearize_all(fn, problem.data, xs, us)
     assert float(np.max(at_solution.contact_residual)) > fddp.CONTACT_RESIDUAL_TOLERANCE
     assert all(np.all(np.isfinite(a)) for a in at_solution)
-    report = fddp._contact_report(recorded, problem.num_sweeps, verbose=True)
+    report = fddp.contact_report(recorded, problem.num_sweeps, verbose=True)
     assert report["unconverged_linearizations"] == unconverged
     assert f"at {unconverged} of {len(recorded)} linearisation points" in capsys.readouterr().out
 
@@ -265,7 +265,7 @@ def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve
     xs, us = initial_guess(base)
     xs, _, _ = fddp.compiled(base).rollout(base.data, us)
     t = 1
-    x, u = fddp._index(xs, t), us[t] + 0.05
+    x, u = fddp.index_knots(xs, t), us[t] + 0.05
     _, _, _, residual = P.transition_with_residual(base, base.data, x, u)
     assert float(residual) < 1e-9  # converged: the two derivatives must agree
     ours = fddp.compiled(implicit).linearize(implicit.data, x, u, t)
