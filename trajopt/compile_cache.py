@@ -2,7 +2,7 @@
 
 A problem structure compiles for tens of seconds (the knot linearisation differentiates
 through the contact solve); the executables are saved on disk so that the next process with
-the same structure loads them instead (issue 15: the README's main command the second time).
+the same structure loads them instead.
 
     DIFFLOCO_CACHE_DIR    the folder (default `~/.cache/diffloco/jax`); "off", "0", "none" or
                           an empty value turn the cache off.

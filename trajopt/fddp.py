@@ -23,7 +23,7 @@ residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
 
-Compiled (issue 15): an iteration is three jitted calls, with no per-knot Python: every knot
+Compiled: an iteration is three jitted calls, with no per-knot Python: every knot
 linearised in one call (`lax.map`), the backward pass as a float64 `lax.scan` (it returns a
 flag when a `Q_uu` is not positive definite; the Python loop then raises `mu`), and the line
 search's trials in one call (a `while_loop` over `ALPHAS` that stops at the first accepted
@@ -112,7 +112,7 @@ class Compiled:
             self.rollout_and_evaluate = functools.partial(_rollout_and_evaluate_compiled, self)
 
 
-# The compiled-structure cache (issue 20). What is kept: the `Compiled` of the last
+# The compiled-structure cache. What is kept: the `Compiled` of the last
 # `cache_size()` problem structures, least recently used first out. Why bounded: every structure
 # compiles about 8,000 memory mappings of executable code (measured: 437 -> 8,281 lines of
 # /proc/self/maps for one Solo12 structure), and the kernel kills the process at

@@ -1,4 +1,4 @@
-"""The gait clock: the one definition of the gait's phase that a policy observes (issue 16).
+"""The gait clock: the one definition of the gait's phase that a policy observes.
 
     clock = gait_clock(t, period)          # (..., 3) for t (...) [s], NumPy
     clock = gait_clock(t, period, xp=jnp)  # the same in traced JAX code (the environment)
