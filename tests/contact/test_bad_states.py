@@ -192,6 +192,9 @@ class _NaNPlanner:
     def set_command(self, *command):
         self.command = np.asarray(command, dtype=float)
 
+    def commanded_velocity(self):
+        return self.command.copy()
+
     def targets(self, t):
         stand = np.asarray(self.model.q_standing)[7:]
         return stand * np.nan if t >= self.bad_from - 1e-9 else stand
