@@ -1,4 +1,4 @@
-"""Contact time-stepper benchmark (issue 3): `contact.step` throughput and gradients vs MuJoCo.
+"""Contact time-stepper benchmark: `contact.step` throughput and gradients vs MuJoCo.
 
     python benchmarks/bench_contact.py [--robot go2] [--quick] [--output BENCHMARKS.md]
 
@@ -22,10 +22,10 @@ as steps per CPU-second (steps/s divided by that; below 1 other processes took a
 core), the same for MuJoCo. Unless `--no-pinned`, the batched smooth rows are also rerun in a
 subprocess pinned to one core (`taskset -c 0`), the direct one-core number.
 
-Targets (issue 3, not tests): batched `smooth` steps/s per core >= MuJoCo's one-thread steps/s;
+Targets (not tests): batched `smooth` steps/s per core >= MuJoCo's one-thread steps/s;
 the gradient of a rollout costs at most 4x the rollout.
 
-The results are printed and written to the `## Contact step (issue 3)` section of BENCHMARKS.md
+The results are printed and written to the `## Contact step` section of BENCHMARKS.md
 (other sections are kept; the file is re-read right before writing).
 """
 

@@ -1,9 +1,9 @@
-"""Implicit against unrolled derivatives through contact (issue 15, items 1-2).
+"""Implicit against unrolled derivatives through contact.
 
 Measures, in one process pinned to one core (CPU time, best of `--repeats` batches):
 
 1. one knot of the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 smooth
-   sweeps): its forward transition and its FDDP linearisation (`fddp.linearize_knot`: a jitted
+   sweeps): its forward transition and its FDDP linearisation (`shooting.linearize_knot`: a jitted
    `jacfwd` of the transition over its 48 tangent directions, and of the costs, whose foot
    kinematics see the 18 of `dq` only) with `derivatives="implicit"` and `"unrolled"` (the
    solvers' default: AD through every sweep); the ratio linearisation / forward is the
@@ -52,7 +52,7 @@ READING = """
   (`dynamics/dense_terms.py`), their Jacobian rule formed leg by leg
   (`dynamics/floating_base_terms.py`, `leg_terms.py`), mass-matrix solves differentiated by
   `dM X` products, and (2026-12-03) the costs differentiated apart from the simulation by the
-  chain rule through the forces and torques (`fddp.knot_costs`: the transition's 48 tangent
+  chain rule through the forces and torques (`shooting.knot_costs`: the transition's 48 tangent
   directions no longer pass through the costs' foot kinematics). What remains is forward-mode
   AD through the step's many small operations (section "Where one step's Jacobian goes");
   the issue's 4x needs a hand-written step derivative (Pinocchio's and Simple's), not done.
@@ -96,13 +96,13 @@ def knot_problem(num_sweeps: int):
 @functools.cache
 def knot_point(num_sweeps: int, knot: int = 20):
     """`(problem, x, u)` at knot `knot` of the standing-guess rollout."""
-    from trajopt import fddp
+    from trajopt import knot_backends, shooting
     from trajopt.solver import initial_guess
 
     problem = knot_problem(num_sweeps)
     _, us = initial_guess(problem, None)
-    xs, _, _ = fddp.compiled(problem).rollout(problem.data, us)
-    return problem, fddp.index_knots(xs, knot), us[knot]
+    xs, _, _ = knot_backends.for_problem(problem).rollout(problem.data, us)
+    return problem, shooting.index_knots(xs, knot), us[knot]
 
 
 @contextlib.contextmanager
@@ -125,15 +125,15 @@ def bench_knot(repeats: int) -> dict:
     batch each per round), so a busy spell on the machine hits both alike."""
     import jax
 
-    from trajopt import fddp
     from trajopt import problem as P
+    from trajopt import shooting
 
     base, x, u = knot_point(10)
     calls = {}
     for mode in MODES:
         problem = base.replace(derivatives=mode)
         forward = jax.jit(functools.partial(P.transition, problem))
-        linearize = jax.jit(functools.partial(fddp.linearize_knot, problem))
+        linearize = jax.jit(functools.partial(shooting.linearize_knot, problem))
         jax.block_until_ready((forward(problem.data, x, u), linearize(problem.data, x, u, 20)))
         calls[mode] = (forward, linearize)
     out = {mode: {"forward_s": float("inf"), "linearize_s": float("inf")} for mode in MODES}
@@ -149,12 +149,12 @@ def bench_knot(repeats: int) -> dict:
 def bench_gap() -> list[dict]:
     import numpy as np
 
-    from trajopt import fddp
+    from trajopt import shooting
 
     def jacobian(num_sweeps, mode):
         problem, x, u = knot_point(num_sweeps)
         problem = problem.replace(derivatives=mode)
-        a, b, *_ = fddp.linearize_knot(problem, problem.data, x, u, 20)
+        a, b, *_ = shooting.linearize_knot(problem, problem.data, x, u, 20)
         return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
 
     reference = jacobian(500, "implicit")

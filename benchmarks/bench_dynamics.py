@@ -1,4 +1,4 @@
-"""Rigid-body dynamics benchmark (issue 2): our JAX and CasADi forward dynamics against Pinocchio.
+"""Rigid-body dynamics benchmark: our JAX and CasADi forward dynamics against Pinocchio.
 
     python benchmarks/bench_dynamics.py [--robot go2] [--quick] [--output BENCHMARKS.md]
 
@@ -14,7 +14,7 @@ Times, on this machine and in this run (medians over repeats, per-state microsec
    state at a time and through `Function.map(N)`.
 
 Every variant is also checked against Pinocchio on the states it was timed on (max abs error).
-The results are printed and written to the `## Rigid-body dynamics (issue 2)` section of
+The results are printed and written to the `## Rigid-body dynamics` section of
 BENCHMARKS.md (other sections are kept).
 """
 

@@ -1,10 +1,10 @@
-"""The FDDP knot linearisation before and after the u_prev directions left the simulation
-(issue 15): CPU time of one knot's Jacobian, interleaved in one process, and the agreement.
+"""The FDDP knot linearisation before and after the u_prev directions left the simulation:
+CPU time of one knot's Jacobian, interleaved in one process, and the agreement.
 
     taskset -c 0 python benchmarks/bench_knot_directions.py --robot go2
 
 `previous_rule` is the former rule (every tangent direction, `2 nv + 2 nu`, pushed through the
-contact steps), kept here as the reference; `trajopt.fddp.linearize_knot` pushes `2 nv + nu`
+contact steps), kept here as the reference; `trajopt.shooting.linearize_knot` pushes `2 nv + nu`
 and builds the `u_prev` block from the residuals alone. Prints the largest difference of every
 output and the medians of `--repeats` interleaved calls (process CPU time), with the forward
 transition of the same knot and the load average.
@@ -53,7 +53,7 @@ def main(argv=None):
     import jax.numpy as jnp
     import numpy as np
 
-    from trajopt import fddp
+    from trajopt import knot_backends, shooting
     from trajopt import problem as P
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
@@ -61,10 +61,10 @@ def main(argv=None):
     problem = make_problem(args.robot, "trot", 0.5, duration=0.5, dt=0.02, substeps=2)
     data = problem.data
     xs, us = initial_guess(problem, None, "auto")
-    xs, _, _ = fddp.compiled(problem).rollout(data, us)
+    xs, _, _ = knot_backends.for_problem(problem).rollout(data, us)
     x, u = jax.tree_util.tree_map(lambda a: a[3], xs), us[3]
     calls = {
-        "new": (jax.jit(functools.partial(fddp.linearize_knot, problem)), (data, x, u, 3)),
+        "new": (jax.jit(functools.partial(shooting.linearize_knot, problem)), (data, x, u, 3)),
         "previous": (jax.jit(functools.partial(previous_rule, problem)), (data, x, u, 3)),
         "forward": (jax.jit(functools.partial(P.transition, problem)), (data, x, u)),
     }

@@ -8,9 +8,9 @@ space: `A, B, r, R_x, R_u`) is about two thirds of an FDDP iteration (BENCHMARKS
 "Trajectory optimisation vs Crocoddyl"). The layouts:
 
     loop   T calls of the jitted knot function from Python, arrays stacked on the host (what
-           `solve_fddp` did before issue 15)
+           `solve_fddp` did at first)
     map    one call, `lax.map` over the knots (sequential inside XLA; `solve_fddp`'s layout,
-           `trajopt.fddp.linearize_horizon(layout="map")`)
+           `trajopt.shooting.linearize_horizon(layout="map")`)
     vmap   one call, `vmap` over the knots (the knots batched inside XLA)
 
 Problem: the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 sweeps),
@@ -37,23 +37,24 @@ def measure(layout: str, repeats: int) -> dict:
     import jax
     import numpy as np
 
-    from trajopt import fddp
+    from trajopt import knot_backends, shooting
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 
     pr = make_problem("anymal_c", "trot", 0.2, duration=0.56, dt=0.01, substeps=1, period=0.56)
-    fn = fddp.compiled(pr)
+    fn = knot_backends.for_problem(pr)
     _, us = initial_guess(pr, guess="standing")
     xs, _, _ = fn.rollout(pr.data, us)
     T = pr.horizon
 
     def loop():  # one jitted call per knot (the terminal knot left out: the same in all)
         xs_host, us_host = jax.tree_util.tree_map(np.asarray, xs), np.asarray(us)
-        lin = [fn.linearize(pr.data, fddp.index_knots(xs_host, t), us_host[t], t) for t in range(T)]
+        lin = [fn.linearize(pr.data, shooting.index_knots(xs_host, t), us_host[t], t)
+               for t in range(T)]  # fmt: skip
         return [np.stack([np.asarray(x[i]) for x in lin]) for i in range(5)]
 
     if layout != "loop":
-        batched = jax.jit(functools.partial(fddp.linearize_horizon, pr, layout=layout))
+        batched = jax.jit(functools.partial(shooting.linearize_horizon, pr, layout=layout))
 
     def run():
         if layout == "loop":
@@ -102,7 +103,7 @@ def render(rows, command: str) -> str:
         )
     lines += [
         "",
-        "`map` is what `trajopt.fddp.solve_fddp` does (since issue 15; `loop` before). A "
+        "`map` is what `trajopt.fddp.solve_fddp` does (`loop` at first). A "
         "layout is worth it only if it is faster without costing much more compilation: every "
         "problem structure (each test, the MPC, each gait-library robot) compiles the "
         "linearisation once.",

@@ -1,4 +1,4 @@
-"""Trajectory optimisation benchmark (issue 4): our FDDP against Crocoddyl's on a trot.
+"""Trajectory optimisation benchmark: our FDDP against Crocoddyl's on a trot.
 
     python benchmarks/bench_trajopt.py [--horizons 56,100] [--iterations 30] [--output FILE]
 
@@ -17,7 +17,7 @@ starts, and `taskset -c 0` for the Crocoddyl subprocess; `--no-pin` to skip):
    as Crocoddyl's; H = 56 (Crocoddyl's horizon) and 100 (the issue's 1 s trot). FDDP single
    shooting from scratch (standing PD targets) with a fixed iteration budget:
    - the first solve includes JIT compilation (reported alone, as first solve - second solve);
-   - the second solve of the same problem structure (`fddp.compiled` caches the jitted
+   - the second solve of the same problem structure (`knot_backends.for_problem` caches the jitted
      functions) is the timed one: wall and CPU time, time per iteration (median of the
      per-iteration wall times, from a callback timestamp after each accepted iteration), and
      time to solution (to within 1 % of the cost reached by the whole budget, and the solver's
@@ -32,10 +32,10 @@ starts, and `taskset -c 0` for the Crocoddyl subprocess; `--no-pin` to skip):
    Whether the PD at dt = 10 ms with one substep is stable (a 3 s open-loop standing rollout
    stays finite and settles) is checked and reported; `--substeps 2` otherwise.
 
-Targets (issue 4, not tests): time per iteration at most 2x Crocoddyl's; the whole solve of a
+Targets (not tests): time per iteration at most 2x Crocoddyl's; the whole solve of a
 1 s trot at 10 ms under 2 s on one core.
 
-Results are printed and written to the `## Trajectory optimisation vs Crocoddyl (issue 4)`
+Results are printed and written to the `## Trajectory optimisation vs Crocoddyl`
 section of BENCHMARKS.md (the file is re-read right before writing; other sections are kept).
 """
 
@@ -163,9 +163,9 @@ def split_solve(problem, max_iterations):
     """Solve again with every piece timed (each jitted call waited for)."""
     import jax
 
-    from trajopt import fddp
+    from trajopt import fddp, knot_backends
 
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     acc = {"setup": 0.0, "linearisation": 0.0, "backward": 0.0, "line_search": 0.0}
     counts = {"linearize_calls": 0, "backward_passes": 0, "forward_rollouts": 0}
 
@@ -182,16 +182,16 @@ def split_solve(problem, max_iterations):
         return g
 
     # one call each per iteration (the line search and backward pass again per raised mu)
-    names = ("rollout", "evaluate", "rollout_and_evaluate", "linearize_all", "backward",
-             "line_search")  # fmt: skip
+    names = ("rollout", "evaluate", "rollout_and_evaluate", "linearize_all", "line_search")
     saved = {n: getattr(fn, n) for n in names}
+    riccati = fddp.RICCATI
     fn.rollout = wrap(saved["rollout"], "setup", None, None)
     fn.evaluate = wrap(saved["evaluate"], "setup", None, None)
     fn.rollout_and_evaluate = wrap(saved["rollout_and_evaluate"], "setup", None, None)
     fn.linearize_all = wrap(
         saved["linearize_all"], "linearisation", "linearize_calls", lambda _: problem.horizon
     )
-    fn.backward = wrap(saved["backward"], "backward", "backward_passes", lambda _: 1)
+    fddp.RICCATI = wrap(riccati, "backward", "backward_passes", lambda _: 1)
     fn.line_search = wrap(
         saved["line_search"], "line_search", "forward_rollouts", lambda out: int(out[1])
     )
@@ -200,11 +200,12 @@ def split_solve(problem, max_iterations):
     finally:
         for n, f in saved.items():
             setattr(fn, n, f)
+        fddp.RICCATI = riccati
     its = max(stats["iterations"], 1)
     setup = acc.pop("setup")
     out = {k: v / its for k, v in acc.items()}
     # the iterations only: not the initial guess, the first rollout and evaluation, the
-    # Trajectory's assembly (before 2026-12-02 the guess, 0.3-0.6 s, was counted in "other")
+    # Trajectory's assembly
     out["total"] = (stats["wall_s"] - setup - stats["guess_s"] - stats["finish_s"]) / its
     out["guess_s"] = stats["guess_s"]
     out["other"] = out["total"] - sum(out[k] for k in acc)
@@ -226,7 +227,7 @@ def pd_stability(problem, seconds=3.0):
     """Open-loop standing rollout (the solver's initial guess) of `seconds`: finite, settled?"""
     import numpy as np
 
-    from trajopt import fddp
+    from trajopt import knot_backends
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 
@@ -240,7 +241,7 @@ def pd_stability(problem, seconds=3.0):
         substeps=problem.substeps,
     )
     _, us = initial_guess(longer)
-    xs, _, _ = fddp.compiled(longer).rollout(longer.data, us)
+    xs, _, _ = knot_backends.for_problem(longer).rollout(longer.data, us)
     q, v = np.asarray(xs.q), np.asarray(xs.v)
     return {
         "finite": bool(np.isfinite(q).all() and np.isfinite(v).all()),

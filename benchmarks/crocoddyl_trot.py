@@ -1,4 +1,4 @@
-"""Crocoddyl's own ANYmal trot with its FDDP, timed (the peer of `bench_trajopt.py`, issue 4).
+"""Crocoddyl's own ANYmal trot with its FDDP, timed (the peer of `bench_trajopt.py`).
 
 Runs INSIDE a separate virtual environment (Crocoddyl is kept out of the project's own one):
 

@@ -134,7 +134,8 @@ class MPC:
         feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
             (`targets_at` with a state).
         linearize_threads: 1, or 2 to linearise the two halves of the horizon at the same time
-            in each cycle (`trajopt.fddp.linearize_in_two_threads`; needs a second core).
+            in each cycle (`trajopt.jax_knots.JaxKnots.linearize_in_two_threads`; needs a
+            second core).
         problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params,
             period: the gait period [s], default the gait's on the robot, `gait_period`).
     """

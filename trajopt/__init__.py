@@ -12,8 +12,8 @@ The front door:
 lists the gaits, `trajopt.initial_guess` gives a solver's start. The names are loaded on first
 use, so `import trajopt` stays light.
 
-`trajopt.clear_compiled()` drops every compiled problem structure, single (`trajopt.fddp`: at
-most `trajopt.fddp.cache_size()` stay compiled, least recently used out first) and batched
+`trajopt.clear_compiled()` drops every compiled problem structure, single (`trajopt.knot_backends`:
+at most `trajopt.cache_size()` stay compiled, least recently used out first) and batched
 (`trajopt.batched`), and JAX's own caches.
 """
 
@@ -39,13 +39,13 @@ __all__ = sorted(_FRONT_DOOR) + ["cache_size", "clear_compiled", "set_cache_size
 
 def clear_compiled(jax_caches: bool = True) -> None:
     """Drop every compiled problem structure (single and batched solves) and, with
-    `jax_caches`, JAX's compilation and tracing caches (see `trajopt.fddp.clear_compiled`)."""
-    from . import fddp
+    `jax_caches`, JAX's compilation and tracing caches (see `trajopt.knot_backends.clear`)."""
+    from . import knot_backends
 
     batched = sys.modules.get(__name__ + ".batched")  # only if it was used
     if batched is not None:
         batched.clear_compiled()
-    fddp.clear_compiled(jax_caches)
+    knot_backends.clear(jax_caches)
 
 
 def __getattr__(name):
@@ -55,7 +55,7 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(f"{__name__}.{_FRONT_DOOR[name]}"), name)
     if name in _LAZY:
-        from . import fddp
+        from . import knot_backends
 
-        return getattr(fddp, name)
+        return getattr(knot_backends, name)
     raise AttributeError(f"module 'trajopt' has no attribute {name!r}")

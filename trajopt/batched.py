@@ -6,8 +6,9 @@ devices (`trajopt.sharding`).
                             devices=4)
     xs, us, info = results[i]            # as `fddp.solve_fddp(problems[i])` returns them
 
-Same algorithm as `fddp.solve_fddp`, built from its pure pieces (`_linearize_all`,
-`_backward`, `_line_search`, `_evaluate`), but every decision the single solver takes on the
+Same algorithm as `fddp.solve_fddp`, built from the same pure pieces
+(`shooting.linearize_horizon`, `fddp.backward`, `shooting.line_search_trials`,
+`shooting.evaluate`), but every decision the single solver takes on the
 host is taken inside one jitted call per iteration, per problem:
 
     lin = linearise every knot at (xs, us)
@@ -25,13 +26,13 @@ is vmapped (a stopped problem's lanes are computed and discarded, and the while 
 the slowest problem of the batch is done); split over devices, each device works on its own
 block (vmapped, or one by one on CPU devices: `_Batched`). The host loop ends when all have
 stopped or after `max_iterations`. Each problem's iterates are the single solver's up to the
-floating-point differences of batched code (tests/test_batched_trajopt.py: the same status and
-iterations, costs to 1e-8 relative, on one and on four devices).
+floating-point differences of batched code (tests/trajopt/test_batched_trajopt.py: the same
+status and iterations, costs to 1e-8 relative, on one and on four devices).
 
-Opt-in and separate from `fddp.compiled`: vmapping the knot linearisation costs 20-25 s more
-compilation per structure (BENCHMARKS.md), which single solves do not pay. The compiled batched
-iteration is cached per structure, batch size and device count (`clear_compiled`). No time
-budget (the batch stops together) and no callback.
+Opt-in and separate from `trajopt.knot_backends`: vmapping the knot linearisation costs more
+compilation per structure (`benchmarks/bench_sharding.py`), which single solves do not pay. The
+compiled batched iteration is cached per structure, batch size and device count
+(`clear_compiled`). No time budget (the batch stops together) and no callback.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from . import fddp, sharding
+from . import fddp, sharding, shooting
 from . import problem as P
 
 # status codes inside the compiled iteration
@@ -62,8 +63,8 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
     iteration's step and expected change (for the history). A stopped problem is unchanged."""
     xs, us, defects = carry["xs"], carry["us"], carry["defects"]
     cost, mu = carry["cost"], carry["mu"]
-    lin = fddp.linearize_horizon(problem, data, xs, us)
-    merit_old = fddp.merit_of(cost, defects)
+    lin = shooting.linearize_horizon(problem, data, xs, us)
+    merit_old = shooting.merit_of(cost, defects)
     trial0 = (xs, us, cost, carry["terms"], defects, carry["forces"], carry["taus"])
     zero = jnp.zeros((), cost.dtype)
 
@@ -73,7 +74,9 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
     def body(c):
         k, K, dV1, _, ok = fddp.backward(lin, defects, c["mu"])
         first = jnp.where(c["has_first"] | ~ok, c["first_expected"], jnp.abs(dV1))
-        index, _, trial = fddp.line_search_trials(problem, data, xs, us, k, K, defects, merit_old)
+        index, _, trial = shooting.line_search_trials(
+            problem, data, xs, us, k, K, defects, merit_old
+        )
         index = index.astype(jnp.int32)
         accepted = ok & (index >= 0)
         return {
@@ -98,7 +101,7 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
                               LINE_SEARCH_FAILED)  # fmt: skip
     xs_n, us_n, cost_n, terms_n, defects_n, forces_n, taus_n = out["trial"]
     mu_n = jnp.maximum(out["mu"] / 10.0, 1e-9)
-    alpha = jnp.asarray(fddp.ALPHAS, cost.dtype)[jnp.maximum(out["index"], 0)]
+    alpha = jnp.asarray(shooting.ALPHAS, cost.dtype)[jnp.maximum(out["index"], 0)]
     gaps = jnp.sum(jnp.abs(defects_n))
     done = (alpha == 1.0) & (mu_n <= 1e-4) & (gaps < defect_tolerance) & (
         jnp.abs(out["dV1"]) < tolerance * (1.0 + jnp.abs(cost_n))
@@ -132,9 +135,9 @@ class _Batched:
     def __init__(self, problem, tolerance, defect_tolerance, mesh):
         step = functools.partial(_iteration, problem, tolerance, defect_tolerance)
         self.rollout_and_evaluate = _batch_of(
-            functools.partial(fddp.rollout_and_evaluate, problem), mesh
+            functools.partial(shooting.rollout_and_evaluate, problem), mesh
         )
-        self.evaluate = _batch_of(functools.partial(fddp.evaluate, problem), mesh)
+        self.evaluate = _batch_of(functools.partial(shooting.evaluate, problem), mesh)
         self.iteration = _batch_of(step, mesh)
 
 
@@ -169,7 +172,7 @@ CACHE_SIZE = 2  # batched structures are the largest executables: keep few
 
 
 def _compiled(problem, batch, tolerance, defect_tolerance, mesh) -> _Batched:
-    key = (fddp.structure_key(problem), batch, tolerance, defect_tolerance, mesh)
+    key = (shooting.structure_key(problem), batch, tolerance, defect_tolerance, mesh)
     fn = COMPILED_STRUCTURES.get(key)
     if fn is None:
         fn = COMPILED_STRUCTURES[key] = _Batched(problem, tolerance, defect_tolerance, mesh)
@@ -181,20 +184,20 @@ def _compiled(problem, batch, tolerance, defect_tolerance, mesh) -> _Batched:
 
 
 def clear_compiled() -> None:
-    """Drop every compiled batched structure (see `fddp.clear_compiled` for JAX's caches)."""
+    """Drop every compiled batched structure (see `knot_backends.clear` for JAX's caches)."""
     COMPILED_STRUCTURES.clear()
     gc.collect()
 
 
 def stack_data(problems) -> P.ProblemData:
     """The problems' `data` stacked along a new leading axis; raises unless all problems share
-    one structure (`fddp.structure_key`: robot, horizon, substeps, contact, terms, shapes)."""
+    one structure (`shooting.structure_key`: robot, horizon, substeps, contact, terms, shapes)."""
     problems = list(problems)
     if not problems:
         raise ValueError("no problems to solve")
-    key = fddp.structure_key(problems[0])
+    key = shooting.structure_key(problems[0])
     for i, p in enumerate(problems[1:], 1):
-        if fddp.structure_key(p) != key:
+        if shooting.structure_key(p) != key:
             raise ValueError(f"problem {i} ({p.name}) has another structure than problem "
                              f"0 ({problems[0].name}): a batch shares one compiled program")
     return jax.tree_util.tree_map(lambda *a: np.stack([np.asarray(x) for x in a]),

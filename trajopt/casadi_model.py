@@ -23,6 +23,7 @@ import casadi as ca
 import jax.numpy as jnp
 import numpy as np
 
+from contact import ContactModel
 from contact import terrain as _terrain
 from dynamics import composite_inertia, configuration, newton_euler, spatial
 from dynamics import kinematics as _kin
@@ -164,7 +165,7 @@ def solve_unit_impulses(delassus, c, mu, weights, num_sweeps):
     return p, steps
 
 
-def activation(contact: str, params: dict, gap):
+def activation(contact: ContactModel, params: dict, gap):
     if contact == "hard":
         return ca.if_else(gap < params["margin"], 1.0, 0.0)
     z = params["kappa"] * gap - params["bias"]
@@ -174,7 +175,7 @@ def activation(contact: str, params: dict, gap):
 
 
 def moreau_step_parts(
-    m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int
+    m: Model, params: dict, plane: dict, q, v, tau, contact: ContactModel, num_sweeps: int
 ) -> dict:
     """One `contact.step` (hard or smooth) in CasADi, with its intermediate quantities.
 
@@ -229,7 +230,9 @@ def moreau_step_parts(
     }  # fmt: skip
 
 
-def moreau_step(m: Model, params: dict, plane: dict, q, v, tau, contact: str, num_sweeps: int):
+def moreau_step(
+    m: Model, params: dict, plane: dict, q, v, tau, contact: ContactModel, num_sweeps: int
+):
     """One `contact.step` (hard or smooth) in CasADi: `(q+, v+, forces (k, 3) world)`.
 
     `tau (nu,)` joint torques; equations in `contact/step.py`.
@@ -441,7 +444,7 @@ def unflatten(problem: P.Problem, x) -> P.KnotState:
 
 
 def total_cost(problem: P.Problem, xs, us) -> float:
-    """The total cost of `(xs, us)` evaluated with the CasADi functions (as `fddp.evaluate`)."""
+    """The total cost of `(xs, us)` evaluated with the CasADi functions (as `shooting.evaluate`)."""
     knot, terminal = knot_function(problem), terminal_function(problem)
     T = problem.horizon
     x = flatten(xs)

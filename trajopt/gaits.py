@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from contact import StepParams, flat
+from contact import ContactModel, StepParams, flat
 from dynamics import load_robot
 from dynamics.actuator import default_gains
 from dynamics.configuration import State
@@ -45,24 +45,15 @@ class Gait:
     weights: tuple = ()
 
 
-# Starts measured on Go2 at 0.5 m/s, 0.8 s, 40 FDDP iterations (2026-11-30): the trot reaches a
-# lower cost from the standing targets (7.38, 0.483 m/s) than from the kinematic stepping guess
-# (11.68, 0.447 m/s); pace and bound only lift their feet from the kinematic guess (from the
-# standing one their contact fractions stayed at 0.8-1.0).
-# Lead-in and start, measured on Go2 at 0.3 m/s, 0.8 s, 60 iterations (2026-12-01): a pace that
-# lifts a lateral pair at t = 0 sank to 0.274 m and reached cost 14.7 with 81 % pattern
-# agreement; with a quarter period on four feet first, 8.0 and 82 % at 0.318 m. The bound:
-# 15.1 / 83 % -> 7.7 / 87 %. A pronk that starts in flight fell 7 cm (agreement 74 %); starting
-# with its stance it flies 0.12 s at 0.289 m/s (cost 3.3, agreement 90-93 %).
-# Load sharing, measured on Solo12 / Go2 / ANYmal C, 0.8 s at 20 ms, 60 iterations
-# (2026-12-01, `trajopt.gait_metrics.gait_checks`): with the default contact_force weight
-# (0.05) the walk, pace and bound keep the reference pattern loosely: stance feet unload for a
-# knot or two and lift early (Solo12 walk: three feet down on 60 % of the knots; the pace fails
-# its pattern on all three robots). Weight 1.0 holds the stance feet at their share of the
-# weight and every one of those passes (Solo12 walk: three feet down 95 %, agreement 0.94).
-# The pace at 0.7 x the robot's period (a shorter time on one lateral pair, so less roll):
-# each lateral pair alone on 27-40 % of the knots, agreement 0.85-0.89, costs 14-17, where at
-# 1.0 x Go2's second pair was alone on exactly the required 20 % (costs 18-22).
+# Why these defaults (the measurements: docs/benchmark-history.md, "Gait library defaults";
+# `trajopt.gait_metrics.gait_checks` scores a solve against its pattern):
+# - the trot reaches a lower cost from the standing targets, while pace and bound only lift
+#   their feet from the kinematic stepping guess;
+# - pace and bound start with a quarter period on four feet (lifting a pair at t = 0 sinks the
+#   base), and the pronk starts in stance (starting in flight, it falls);
+# - the walk, pace and bound weight the contact force by 1.0 (at the default 0.05, stance feet
+#   unload early and the pattern is kept only loosely);
+# - the pace runs at 0.7 x the robot's period: a shorter time on one lateral pair, less roll.
 LOAD_SHARING = (("contact_force", 1.0),)
 
 GAITS = {
@@ -75,12 +66,9 @@ GAITS = {
     "turn": Gait((0.0, 0.5, 0.5, 0.0), 0.5, 1.0, yaw=True),
 }
 
-# Per robot, where a gait differs from its library entry (measured like the comments above):
-# ANYmal C's trot at 0.3 m/s, 0.8 s, 40 iterations reaches 5.33 / 0.276 m/s with a clean
-# diagonal pattern from the kinematic guess, 17.79 / 0.253 m/s with an irregular one from the
-# standing targets. ANYmal C's bound at its 0.6 s period keeps the front pair down (front pair
-# alone on 5 % of the knots, cost 52-65); at 0.36 s (0.6 x) it passes every check (front pair
-# alone 25 %, cost 25), at 0.42 s (0.7 x) only just (20 %), at 0.48 s (0.8 x) not (7.5 %).
+# Per robot, where a gait differs from its library entry (measured like the defaults above):
+# ANYmal C trots with a clean diagonal pattern from the kinematic guess (an irregular one from
+# the standing targets), and bounds at 0.6 x its period (at its own, the front pair stays down).
 ROBOT_GAIT_OVERRIDES = {
     ("anymal_c", "trot"): {"guess": "kinematic"},
     ("anymal_c", "bound"): {"period_scale": 0.6},
@@ -223,7 +211,7 @@ def make_problem(
     duration: float = 1.0,
     dt: float = 0.02,
     substeps: int = 2,
-    contact: str = "smooth",
+    contact: ContactModel = "smooth",
     control: str = "pd",
     num_sweeps: int = 10,
     lateral_velocity: float = 0.0,
@@ -231,7 +219,7 @@ def make_problem(
     params: StepParams | None = None,
     initial_state: State | None = None,
     period: float | None = None,
-    derivatives: str = "unrolled",
+    derivatives: P.ProblemDerivatives = "unrolled",
 ) -> P.Problem:
     """A gait problem for a robot.
 

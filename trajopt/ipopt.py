@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import casadi_model, fddp
+from . import casadi_model, knot_backends
 from . import problem as P
 from .trajectory import Trajectory, solution_info
 
@@ -69,7 +69,7 @@ def solve_ipopt(
             CasADi functions comes first and is not counted); status "time_budget" when spent.
         hessian: "exact" (CasADi's second derivatives through the unrolled contact solve) or
             "limited-memory" (L-BFGS: cheaper iterations, many more of them). Measured on the
-            10-knot solo12 crouch of `tests/test_ipopt_backend.py` (2 cm, 1 core): exact
+            10-knot solo12 crouch of `tests/trajopt/test_ipopt_backend.py` (2 cm, 1 core): exact
             Solve_Succeeded in 4 iterations (3.3 s in IPOPT); L-BFGS not converged after 200
             (52 s, cost 1.5 % higher, defects 0.08).
         options: extra IPOPT options (`{"ipopt.xxx": ...}` style or plain names).
@@ -88,7 +88,7 @@ def solve_ipopt(
     T, nx, nu = problem.horizon, problem.nx, problem.nu
     data = problem.data
     if xs is None:
-        xs, _, _ = fddp.compiled(problem).rollout(data, jnp.asarray(us))
+        xs, _, _ = knot_backends.for_problem(problem).rollout(data, jnp.asarray(us))
     guess = casadi_model.flatten(xs).copy()
     guess[0] = casadi_model.flatten(jax.tree_util.tree_map(lambda a: a[None], data.x0))[0]
     us0 = np.asarray(us, dtype=float)
@@ -139,7 +139,7 @@ def solve_ipopt(
     x_opt = np.asarray(retract.map(T + 1)(guess.T, dx_opt.T), dtype=float).T
     xs_out, us_out = casadi_model.unflatten(problem, x_opt), jnp.asarray(u_opt)
 
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     cost, terms, gaps, forces, taus = fn.evaluate(data, xs_out, us_out)
     if not np.isfinite(float(cost)):  # never hand back NaN: fall back to the guess
         xs_out, us_out = casadi_model.unflatten(problem, guess), jnp.asarray(us0)

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from contact import StepParams, signed_distance
+from contact import ContactModel, StepParams, signed_distance
 from contact.foot_contacts import compute_foot_contacts
 from contact.plant import JointPD, delivered_torque, peak_torque, simulate_pd
 from dynamics.actuator import pd_torque
@@ -64,11 +65,13 @@ RUNNING_TERMS = (
 )
 TERMINAL_TERMS = ("terminal_state",)
 COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
-CONTROL_KINDS = ("pd", "torque")
+ControlKind = Literal["pd", "torque"]
+CONTROL_KINDS: tuple[ControlKind, ...] = ("pd", "torque")
 # `Problem.derivatives`: those of `contact.step`, and "compiled" (the implicit ones in C)
-DERIVATIVES = ("unrolled", "implicit", "compiled")
+ProblemDerivatives = Literal["unrolled", "implicit", "compiled"]
+DERIVATIVES: tuple[ProblemDerivatives, ...] = ("unrolled", "implicit", "compiled")
 # the contact models of the CasADi model (`trajopt.casadi_model`), and so of "compiled"
-CASADI_CONTACTS = ("hard", "smooth")
+CASADI_CONTACTS: tuple[ContactModel, ...] = ("hard", "smooth")
 
 
 @jax.tree_util.register_dataclass
@@ -137,11 +140,11 @@ class Problem:
     data: ProblemData
     horizon: int
     substeps: int = 1
-    contact: str = "smooth"
+    contact: ContactModel = "smooth"
     num_sweeps: int = 10
-    control: str = "pd"
+    control: ControlKind = "pd"
     name: str = "custom"
-    derivatives: str = "unrolled"
+    derivatives: ProblemDerivatives = "unrolled"
 
     def __post_init__(self):
         validate(self)

@@ -141,6 +141,11 @@ class DiskCachedFunction:
         call, out_treedef = program
         return jax.tree_util.tree_unflatten(out_treedef, call(*leaves))
 
+    def forget(self) -> None:
+        """Drop the programs held in memory: the next call of each signature reads the disk
+        again, as a new process would."""
+        self._programs.clear()
+
     # ------------------------------------------------------------------ load or export
     def _program(self, leaves, treedef, signature):
         folder = program_dir()

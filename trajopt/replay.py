@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from contact import StepParams
+from contact import ContactModel, StepParams
 from contact import step as contact_step
 from dynamics.configuration import State
 from dynamics.model import Model
@@ -24,7 +24,7 @@ def resimulate(
     traj,
     *,
     substeps: int,
-    contact: str = "smooth",
+    contact: ContactModel = "smooth",
     num_sweeps: int = 10,
     control: str = "pd",
     kp: float = 0.0,

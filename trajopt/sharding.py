@@ -14,7 +14,7 @@ environment batch (the actor loss, the normaliser's statistics) becomes a per-de
 sum plus an all-reduce, so the gradient of the replicated parameters is the average of the
 devices' gradients, and the optimiser step runs identically on every device. The program is the
 one-device program: the result differs from it only by the order of the floating-point
-reductions (measured, see `tests/test_sharded_training.py`). No home-made communication.
+reductions (measured, see `tests/learning/test_sharded_training.py`). No home-made communication.
 
 Multi-host: every process runs the same script; `initialize_distributed` (before any other JAX
 call) connects it to the coordinator; `jax.devices()` then lists every process's devices and

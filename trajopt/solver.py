@@ -11,24 +11,28 @@ Warm start: pass a previous `Trajectory` (e.g. `trajectory.shifted(k)`) as `init
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import fddp
+from . import fddp, knot_backends
 from . import problem as P
 from .compile_cache import enable_persistent_cache
 from .trajectory import Trajectory, solution_info
 
 enable_persistent_cache()  # executables saved on disk: a second run does not compile again
 
-SOLVERS = ("fddp", "lbfgs", "ipopt")
-SHOOTING = ("single", "multiple")
-GUESSES = ("auto", "kinematic", "standing")
+Solver = Literal["fddp", "lbfgs", "ipopt"]
+SOLVERS: tuple[Solver, ...] = ("fddp", "lbfgs", "ipopt")
+Shooting = Literal["single", "multiple"]
+SHOOTING: tuple[Shooting, ...] = ("single", "multiple")
+Guess = Literal["auto", "kinematic", "standing"]
+GUESSES: tuple[Guess, ...] = ("auto", "kinematic", "standing")
 
 
-def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: str = "auto"):
+def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: Guess = "auto"):
     """`(xs, us)` to start from: the warm start `init` if given, else
 
     guess="kinematic": the stepping gait of `trajopt.kinematic_guess` (footholds, swing arcs,
@@ -85,14 +89,14 @@ def solve(
     problem: P.Problem,
     init: Trajectory | None = None,
     *,
-    solver: str = "fddp",
-    shooting: str = "single",
+    solver: Solver = "fddp",
+    shooting: Shooting = "single",
     max_iterations: int = 50,
     time_budget: float | None = None,
     tolerance: float = 1e-4,
     verbose: bool = True,
     callback=None,
-    guess: str = "auto",
+    guess: Guess = "auto",
     linearize_threads: int = 1,
 ) -> Trajectory:
     """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
@@ -103,7 +107,7 @@ def solve(
     solver's iterations; `tolerance` is FDDP's and L-BFGS's relative stopping test (IPOPT
     keeps its own KKT tolerance, `trajopt.ipopt.solve_ipopt(tolerance=...)`).
     `linearize_threads` (FDDP): 2 linearises the two halves of the horizon at the same time
-    (`fddp.linearize_in_two_threads`), for a machine with a second core to spare.
+    (`JaxKnots.linearize_in_two_threads`), for a machine with a second core to spare.
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -141,7 +145,7 @@ def solve(
     )
 
 
-def _lbfgs_value_and_grad(fn: fddp.Compiled, shape):
+def _lbfgs_value_and_grad(fn: knot_backends.KnotBackend, shape):
     """Jitted `(data, u_flat) -> (cost, gradient)` of the single-shooting cost, cached with the
     problem structure's other compiled functions."""
     if getattr(fn, "lbfgs_value_and_grad", None) is None:
@@ -157,7 +161,7 @@ def _lbfgs_value_and_grad(fn: fddp.Compiled, shape):
 def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     from scipy.optimize import minimize
 
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     data = problem.data
     shape = us.shape
     value_and_grad = _lbfgs_value_and_grad(fn, shape)

@@ -17,7 +17,7 @@ import pytest
 import controllers.mpc as mpc_module
 from controllers.mpc import MPC
 from dynamics.configuration import State
-from trajopt import fddp
+from trajopt import shooting
 from trajopt.gaits import gait_reference, gait_weights
 from trajopt.trajectory import Trajectory
 
@@ -119,8 +119,8 @@ def test_references_follow_the_command_and_the_gait_phase(scripted, standing):
     weights = [float(c["problem"].data.weights["contact_force"]) for c in scripted.calls]
     assert weights[-2:] == [gait_weights(ROBOT, "trot")["contact_force"], 1.0]
     # the structure (what the compiled functions are keyed on) never changed
-    keys = {fddp.structure_key(c["problem"]) for c in scripted.calls}
-    assert keys == {fddp.structure_key(mpc.problem)}
+    keys = {shooting.structure_key(c["problem"]) for c in scripted.calls}
+    assert keys == {shooting.structure_key(mpc.problem)}
 
 
 def test_failed_cycles_keep_the_shifted_plan_then_stand(scripted, standing):

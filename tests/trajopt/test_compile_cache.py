@@ -1,4 +1,4 @@
-"""The bounded cache of compiled problem structures (`trajopt.fddp.compiled`, issue 20).
+"""The bounded cache of compiled problem structures (`trajopt.knot_backends.for_problem`).
 
 Fast: the structure key is the model's content, not its identity; the LRU drops the least
 recently used structure and its jitted functions are freed. Slow (soak): one process solves
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import trajopt
-from trajopt import fddp
+from trajopt import knot_backends, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import solve
 
@@ -31,9 +31,9 @@ def _tiny(robot="solo12", gait="trot", knots=2, contact="smooth"):
 
 @pytest.fixture
 def restore_cache_size():
-    size = fddp.cache_size()
+    size = knot_backends.cache_size()
     yield
-    fddp.set_cache_size(size)
+    knot_backends.set_cache_size(size)
     trajopt.clear_compiled(jax_caches=False)
 
 
@@ -41,36 +41,36 @@ def test_structure_key_is_the_content_not_the_identity():
     problem = _tiny()
     copy = problem.replace(model=dataclasses.replace(problem.model))
     assert copy.model is not problem.model
-    assert fddp.structure_key(copy) == fddp.structure_key(problem)
+    assert shooting.structure_key(copy) == shooting.structure_key(problem)
     heavier = dataclasses.replace(problem.model, body_mass=np.asarray(problem.model.body_mass) * 2)
-    assert fddp.structure_key(problem.replace(model=heavier)) != fddp.structure_key(problem)
+    assert shooting.structure_key(problem.replace(model=heavier)) != shooting.structure_key(problem)
     # the knot duration is a constant of the control-rate residual: it must split structures
     slower = make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.03, substeps=1,
                           num_sweeps=2)  # fmt: skip
     assert slower.horizon == problem.horizon
-    assert fddp.structure_key(slower) != fddp.structure_key(problem)
+    assert shooting.structure_key(slower) != shooting.structure_key(problem)
     # a gait change is data (weights and references are traced): same structure
-    assert fddp.structure_key(_tiny(gait="pace")) == fddp.structure_key(problem)
+    assert shooting.structure_key(_tiny(gait="pace")) == shooting.structure_key(problem)
 
 
 def test_lru_drops_the_least_recently_used_structure(restore_cache_size):
     trajopt.clear_compiled(jax_caches=False)
-    fddp.set_cache_size(2)
+    knot_backends.set_cache_size(2)
     a, b, c = (_tiny(knots=k) for k in (2, 3, 4))
-    fa = fddp.compiled(a)
-    fb = fddp.compiled(b)
-    assert fddp.compiled(a) is fa  # a hit refreshes a
+    fa = knot_backends.for_problem(a)
+    fb = knot_backends.for_problem(b)
+    assert knot_backends.for_problem(a) is fa  # a hit refreshes a
     dead_b = weakref.ref(fb)
     del fb
-    fc = fddp.compiled(c)  # b is the least recently used: out
+    fc = knot_backends.for_problem(c)  # b is the least recently used: out
     gc.collect()
     assert dead_b() is None, "an evicted structure's jitted functions are freed"
-    assert fddp.compiled(a) is fa and fddp.compiled(c) is fc
-    assert len(fddp.COMPILED_STRUCTURES) == 2
+    assert knot_backends.for_problem(a) is fa and knot_backends.for_problem(c) is fc
+    assert len(knot_backends.CACHED) == 2
     with pytest.raises(ValueError):
-        fddp.set_cache_size(0)
+        knot_backends.set_cache_size(0)
     trajopt.clear_compiled(jax_caches=False)
-    assert len(fddp.COMPILED_STRUCTURES) == 0
+    assert len(knot_backends.CACHED) == 0
 
 
 def _mappings():
@@ -94,10 +94,10 @@ def test_clear_compiled_drops_single_and_batched_structures():
     structures: nothing compiles here)."""
     from trajopt import batched
 
-    fddp.COMPILED_STRUCTURES["sentinel"] = object()
+    knot_backends.CACHED["sentinel"] = object()
     batched.COMPILED_STRUCTURES["sentinel"] = object()
     trajopt.clear_compiled(jax_caches=False)
-    assert "sentinel" not in fddp.COMPILED_STRUCTURES
+    assert "sentinel" not in knot_backends.CACHED
     assert "sentinel" not in batched.COMPILED_STRUCTURES
 
 
@@ -125,14 +125,14 @@ def test_many_structures_in_one_process_keep_mappings_and_memory_bounded():
         assert traj.iterations == 1 or traj.status == "converged", (traj.status, traj.iterations)
         maps.append(_mappings())
         rss.append(_rss_mb())
-    keys = {fddp.structure_key(_tiny(r, "trot", k, c)) for r, c, k in structures}
+    keys = {shooting.structure_key(_tiny(r, "trot", k, c)) for r, c, k in structures}
     assert len(keys) == len(structures)
     print("mappings", maps, "rss MB", [round(x) for x in rss], "limit", limit)
     assert max(maps) < 0.75 * limit, maps
     # What one structure adds while the cache fills (structures 2 to cache_size + 1; the
     # first also pays JAX's start-up): kept structures alone would add 18 of these.
-    warm = fddp.cache_size() + 1
-    kept = fddp.cache_size() + 2  # the cache, the structure being built, one of slack
+    warm = knot_backends.cache_size() + 1
+    kept = knot_backends.cache_size() + 2  # the cache, the structure being built, one of slack
     map_step = max(max(np.diff(maps[:warm])), 1000)  # floors: noise, not growth
     rss_step = max(max(np.diff(rss[:warm])), 100.0)
     assert max(maps) < maps[0] + kept * map_step, (maps, map_step)

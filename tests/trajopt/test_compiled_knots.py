@@ -1,6 +1,6 @@
 """The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.compiled_knots`)
-against JAX's `jacfwd` with the implicit rule (`fddp.knot_dynamics`, derivatives="implicit"),
-which `tests/test_implicit_derivatives.py` checks against central differences.
+against JAX's `jacfwd` with the implicit rule (`shooting.knot_dynamics`, derivatives="implicit"),
+which `tests/contact/test_implicit_derivatives.py` checks against central differences.
 
 The states cover every contact mode of the implicit rule: sticking, sliding (on the cone's rim),
 separated (zero impulse) and pressed in (touchdown), under the smooth model (the MPC's) and the
@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from trajopt import compiled_knots, fddp
+from trajopt import compiled_knots, fddp, generated_code, knot_backends, shooting
 from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
@@ -19,8 +19,8 @@ from trajopt.solver import initial_guess, solve
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.skipif(
-        not compiled_knots.compiler_available(),
-        reason=f"no C compiler ({compiled_knots.compiler()!r}) for the generated code",
+        not generated_code.compiler_available(),
+        reason=f"no C compiler ({generated_code.compiler()!r}) for the generated code",
     ),
 ]
 
@@ -36,7 +36,7 @@ def _states(problem):
     """The trot guess's rollout, and the same states sliding sideways at 1 m/s, pressed 1 cm
     into the ground moving down at 0.5 m/s, and lifting off at 0.5 m/s:
     `(q (N, nq), v (N, nv), u (N, nu))`."""
-    fn = fddp.compiled(problem.replace(derivatives="implicit"))
+    fn = knot_backends.for_problem(problem.replace(derivatives="implicit"))
     _, us = initial_guess(problem)
     xs = fn.rollout(problem.data, us)
     xs = xs[0] if isinstance(xs, tuple) else xs
@@ -62,7 +62,7 @@ def _states(problem):
 
 def _modes(problem, q, v, u):
     """Counts of the contact modes at the states' first substep: sticking, sliding, separated."""
-    functions = compiled_knots.substep_functions(problem)
+    functions = generated_code.substep_functions(problem)
     forward, _ = functions.mapped(q.shape[0])
     p = forward(q, v, u)["p"][..., 0].reshape(-1, 3)
     mu = functions.plane["friction"]
@@ -118,9 +118,9 @@ def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
     q, v, u = _states(problem)
     modes = _modes(problem, q, v, u)
     assert min(modes.values()) > 0, modes  # every mode is exercised
-    out = compiled_knots.knot_dynamics(problem, compiled_knots.substep_functions(problem), q, v, u)
+    out = compiled_knots.knot_dynamics(problem, generated_code.substep_functions(problem), q, v, u)
     implicit = problem.replace(derivatives="implicit")
-    reference = jax.jit(lambda x, uu: fddp.knot_dynamics(implicit, implicit.data, x, uu))
+    reference = jax.jit(lambda x, uu: shooting.knot_dynamics(implicit, implicit.data, x, uu))
     nv = problem.model.nv
     worst = {}
     for i in range(q.shape[0]):
@@ -178,9 +178,9 @@ def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
 
 def test_the_compiled_forward_pass_equals_the_jax_one():
     """FDDP's forward pass (feedback, step length, defects) in C against
-    `fddp.forward_with_transitions`, at random gains and defects around the trot guess."""
+    `shooting.forward_with_transitions`, at random gains and defects around the trot guess."""
     problem = _problem()
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     xs, us = initial_guess(problem)
     T, nu, nx = problem.horizon, problem.nu, problem.nx
     rng = np.random.default_rng(0)
@@ -188,8 +188,8 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
     K = 0.05 * rng.normal(size=(T, nu, nx))
     defects = 1e-3 * rng.normal(size=(T + 1, nx))
     for alpha in (1.0, 0.25):
-        ours = fddp.forward_compiled(fn, problem.data, xs, us, k, K, defects, alpha)
-        theirs = jax.jit(fddp.forward_with_transitions, static_argnums=0)(
+        ours = fn.forward_with_transitions(problem.data, xs, us, k, K, defects, alpha)
+        theirs = jax.jit(shooting.forward_with_transitions, static_argnums=0)(
             problem, problem.data, xs, us, k, K, defects, alpha
         )
         for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
@@ -197,26 +197,26 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
 
 
 def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
-    """The knots' weighted residuals and their Jacobians in C (`fddp.compiled_knot_costs`)
-    against `fddp.knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
+    """The knots' weighted residuals and their Jacobians in C (`CompiledKnots.knot_costs`)
+    against `shooting.knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
     `r^T r` and the backward pass's products `R^T r`, `R^T R`, which do not depend on the
     residuals' order within a term."""
     problem = _problem()
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     data = problem.data
     xs, us = initial_guess(problem)
-    dyn = fddp.compiled_knot_dynamics(fn, data, xs, us)
-    r, R_x, R_u, r_T, R_T = fddp.compiled_knot_costs(fn, data, xs, us, dyn)
-    knot_costs = jax.jit(fddp.knot_costs, static_argnums=0)
+    dyn = fn.knot_dynamics(data, xs, us)
+    r, R_x, R_u, r_T, R_T = fn.knot_costs(data, xs, us, dyn)
+    knot_costs = jax.jit(shooting.knot_costs, static_argnums=0)
     for t in range(problem.horizon):
-        d = fddp.index_knots(dyn, t)
-        x = fddp.index_knots(xs, t)
+        d = shooting.index_knots(dyn, t)
+        x = shooting.index_knots(xs, t)
         r_j, Rx_j, Ru_j = (np.asarray(a) for a in knot_costs(problem, data, x, us[t], t, d))
         R_j, R_c = np.concatenate([Rx_j, Ru_j], axis=1), np.concatenate([R_x[t], R_u[t]], axis=1)
         np.testing.assert_allclose(r[t] @ r[t], r_j @ r_j, rtol=1e-10)
         np.testing.assert_allclose(R_c.T @ r[t], R_j.T @ r_j, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(R_c.T @ R_c, R_j.T @ R_j, rtol=1e-8, atol=1e-8)
-    x_T = fddp.index_knots(xs, problem.horizon)
-    rT_j, RT_j = jax.jit(fddp.linearize_terminal, static_argnums=0)(problem, data, x_T)
+    x_T = shooting.index_knots(xs, problem.horizon)
+    rT_j, RT_j = jax.jit(shooting.linearize_terminal, static_argnums=0)(problem, data, x_T)
     np.testing.assert_allclose(r_T @ r_T, np.sum(np.asarray(rT_j) ** 2), rtol=1e-10)
     np.testing.assert_allclose(R_T.T @ R_T, np.asarray(RT_j).T @ np.asarray(RT_j), atol=1e-8)

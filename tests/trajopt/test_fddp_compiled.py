@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import fddp
+from trajopt import fddp, knot_backends, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess
 
@@ -85,7 +85,7 @@ def test_compiled_backward_pass_flags_an_indefinite_q_uu():
 @pytest.fixture(scope="module")
 def tiny():
     problem = make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.02, substeps=2)
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     _, us = initial_guess(problem, guess="standing")
     xs, _, _ = fn.rollout(problem.data, us)
     return problem, fn, xs, us
@@ -94,12 +94,12 @@ def tiny():
 @pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_all_knots_in_one_call_equal_the_per_knot_linearisation(tiny):
     problem, fn, xs, us = tiny
-    lin = fddp.linearize_all(fn, problem.data, xs, us)
+    lin = jax.device_get(fn.linearize_all(problem.data, xs, us))
     for t in range(problem.horizon):
-        knot = fn.linearize(problem.data, fddp.index_knots(xs, t), us[t], t)
+        knot = fn.linearize(problem.data, shooting.index_knots(xs, t), us[t], t)
         for a, b in zip(lin[:5], knot):
             np.testing.assert_allclose(a[t], np.asarray(b), rtol=1e-12, atol=1e-12)
-    terminal = fn.linearize_terminal(problem.data, fddp.index_knots(xs, problem.horizon))
+    terminal = fn.linearize_terminal(problem.data, shooting.index_knots(xs, problem.horizon))
     for a, b in zip(lin[5:], terminal):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-12)
 
@@ -111,22 +111,22 @@ def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(ti
     cost, _, defects, _, _ = fn.evaluate(data, xs, us)
     defects = np.asarray(defects)
     lin = fn.linearize_all(data, xs, us)
-    k, K, *_ = fn.backward(lin, defects, 1e-6)
-    for merit_old in (fddp.merit(cost, defects), float(cost) - 1e-3, -1.0):
+    k, K, *_ = fddp.RICCATI(lin, defects, 1e-6)
+    for merit_old in (shooting.merit(cost, defects), float(cost) - 1e-3, -1.0):
         expected = -1
-        for i, alpha in enumerate(fddp.ALPHAS):  # the former host loop, one call per step
+        for i, alpha in enumerate(shooting.ALPHAS):  # the former host loop, one call per step
             xs_t, us_t = fn.forward(data, xs, us, k, K, defects, alpha)
             c_t, _, d_t, _, _ = fn.evaluate(data, xs_t, us_t)
-            if np.isfinite(float(c_t)) and fddp.merit(c_t, np.asarray(d_t)) < merit_old:
+            if np.isfinite(float(c_t)) and shooting.merit(c_t, np.asarray(d_t)) < merit_old:
                 expected = i
                 break
         index, trials, (xs_t, us_t, c_t, *_) = fn.line_search(
             data, xs, us, k, K, defects, merit_old
         )
         assert int(index) == expected, merit_old
-        assert int(trials) == (expected + 1 if expected >= 0 else len(fddp.ALPHAS))
+        assert int(trials) == (expected + 1 if expected >= 0 else len(shooting.ALPHAS))
         if expected >= 0:
-            xs_ref, us_ref = fn.forward(data, xs, us, k, K, defects, fddp.ALPHAS[expected])
+            xs_ref, us_ref = fn.forward(data, xs, us, k, K, defects, shooting.ALPHAS[expected])
             np.testing.assert_allclose(np.asarray(us_t), np.asarray(us_ref), atol=1e-12)
             np.testing.assert_allclose(np.asarray(xs_t.q), np.asarray(xs_ref.q), atol=1e-12)
 
@@ -153,11 +153,11 @@ def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny
 
     @jax.jit
     def both(alpha):
-        xs_t, us_t, *transitions = fddp.forward_with_transitions(
+        xs_t, us_t, *transitions = shooting.forward_with_transitions(
             problem, data, xs, us, k, K, defects, alpha
         )
-        return (fddp.evaluate_transitions(problem, data, xs_t, us_t, *transitions),
-                fddp.evaluate(problem, data, xs_t, us_t))  # fmt: skip
+        return (shooting.evaluate_transitions(problem, data, xs_t, us_t, *transitions),
+                shooting.evaluate(problem, data, xs_t, us_t))  # fmt: skip
 
     ours, ref = both(0.5)
     close(ours, ref)
@@ -171,8 +171,8 @@ def test_two_threads_linearise_exactly_what_one_call_does(tiny):
     problem, fn, xs, us = tiny
     reference = fn.linearize_all(problem.data, xs, us)
     for _ in range(2):
-        lin = fddp.linearize_in_two_threads(fn, problem.data, xs, us)
-        for name, a, b in zip(fddp.Linearization._fields, lin, reference):
+        lin = fn.linearize_in_two_threads(problem.data, xs, us)
+        for name, a, b in zip(shooting.Linearization._fields, lin, reference):
             assert np.shape(a) == np.shape(b), name
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
     assert fn.linearize_knots_ready

@@ -2,7 +2,7 @@
 
 (a) one knot transition (substeps of the Moreau step, contact solve, actuator, manifold
     integration) equals `trajopt.problem.transition` to 1e-9;
-(b) the total cost equals `fddp.compiled(problem).evaluate` to 1e-9 (relative);
+(b) the total cost equals `knot_backends.for_problem(problem).evaluate` to 1e-9 (relative);
 (c) slow: on a small crouch (in the smooth regime of the contact model), IPOPT and FDDP from
     the same start, each converged by its own test, reach the same cost within 1 %.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from contact import incline, steps
-from trajopt import casadi_model, fddp, gaits, ipopt
+from trajopt import casadi_model, gaits, ipopt, knot_backends
 from trajopt import problem as P
 from trajopt.solver import initial_guess, solve
 
@@ -162,7 +162,7 @@ def test_casadi_cost_matches_jax():
     pr = pr.replace_data(
         weights={k: jnp.asarray(1.0 + 0.37 * i) for i, k in enumerate(P.COST_TERMS)}
     )
-    fn = fddp.compiled(pr)
+    fn = knot_backends.for_problem(pr)
     xs, us = initial_guess(pr)
     rng = np.random.default_rng(11)
     us = us + 0.1 * rng.normal(size=us.shape)

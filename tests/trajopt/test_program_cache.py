@@ -1,5 +1,5 @@
-"""Traced programs saved on disk (`trajopt.program_cache`, issue 15: the README's main command
-the second time).
+"""Traced programs saved on disk (`trajopt.program_cache`: the README's main command the
+second time).
 
 What would be false if the cache were wrong: a second function object with the same name and
 context runs the saved program without executing the Python function at all (a trace counter
@@ -7,7 +7,7 @@ stays put) and returns the same bits; anything the key covers (context, argument
 sources) makes a new program; a corrupt file or an export failure warns and still gives the
 right answer; tracers and the "off" setting bypass it (fast, on a toy function). Slow (the
 compilation of an FDDP structure, three times): a structure loaded in a "new process" (a fresh
-`Compiled`) reproduces the rollout, the cost and a 3-iteration solve bit for bit.
+`JaxKnots`) reproduces the rollout, the cost and a 3-iteration solve bit for bit.
 """
 
 import warnings
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import fddp, program_cache
+from trajopt import fddp, jax_knots, knot_backends, program_cache, shooting
 from trajopt.program_cache import DiskCachedFunction
 
 
@@ -139,12 +139,12 @@ def test_an_fddp_rollout_loaded_from_disk_gives_the_same_bits(folder):
     us = jnp.full((problem.horizon, problem.nu), 0.01)
     results = []
     for _ in range(2):  # the second Compiled stands for a new process: it reads the files
-        fn = fddp.Compiled(problem)
+        fn = jax_knots.JaxKnots(problem)
         xs, forces, taus = fn.rollout(problem.data, us)
         results.append((xs, forces, taus, fn.evaluate(problem.data, xs, us)))
     assert [(g.exported, g.loaded) for g in (fn.rollout, fn.evaluate)] == [(0, 1)] * 2
     assert _same(results[0], results[1])
-    plain = jax.jit(lambda d, u: fddp.rollout(problem, d, u))(problem.data, us)
+    plain = jax.jit(lambda d, u: shooting.rollout(problem, d, u))(problem.data, us)
     for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(results[1])):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12, atol=1e-12)
 
@@ -157,11 +157,14 @@ def test_an_fddp_solve_loaded_from_disk_is_the_same_bit_for_bit(folder):
     us = jnp.full((problem.horizon, problem.nu), 0.01)
     solves = []
     for _ in range(2):
-        fddp.clear_compiled(jax_caches=False)
+        knot_backends.clear(jax_caches=False)
+        fddp.RICCATI.forget()  # with the backends: what a new process holds
+        riccati_loaded = fddp.RICCATI.loaded
         solves.append(fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False))
-        fn = fddp.compiled(problem)
-    names = ("rollout_and_evaluate", "linearize_all", "backward", "line_search")
+        fn = knot_backends.for_problem(problem)
+    names = ("rollout_and_evaluate", "linearize_all", "line_search")
     assert all(getattr(fn, n).loaded >= 1 and getattr(fn, n).exported == 0 for n in names)
+    assert fddp.RICCATI.loaded > riccati_loaded  # the second solve read the Riccati pass
     (xs_a, us_a, info_a), (xs_b, us_b, info_b) = solves
     assert _same((xs_a, us_a), (xs_b, us_b))
     assert info_a["iterations"] == info_b["iterations"] >= 1
@@ -172,8 +175,10 @@ def test_an_fddp_solve_loaded_from_disk_is_the_same_bit_for_bit(folder):
 
 def test_the_fddp_iteration_functions_are_keyed_by_the_structure():
     problem = _tiny_problem()
-    fn = fddp.Compiled(problem)
-    for name in ("rollout", "evaluate", "linearize_all", "backward", "line_search"):
+    fn = jax_knots.JaxKnots(problem)
+    for name in ("rollout", "evaluate", "linearize_all", "line_search"):
         f = getattr(fn, name)
         assert isinstance(f, DiskCachedFunction) and f.name == f"fddp.{name}"
-        assert f.context == repr(fddp.structure_key(problem))
+        assert f.context == repr(shooting.structure_key(problem))
+    # the Riccati pass reads shapes only: one function for every structure
+    assert isinstance(fddp.RICCATI, DiskCachedFunction) and fddp.RICCATI.name == "fddp.backward"

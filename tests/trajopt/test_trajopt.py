@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import contact
-from trajopt import fddp
+from trajopt import fddp, knot_backends, shooting
 from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
@@ -33,12 +33,12 @@ def test_linearization_matches_central_differences(short_problem):
     """A, B and the residual Jacobians used by FDDP against central differences in the tangent
     space (h = 1e-6; error budget h^2 f''' + eps/h, ~1e-6 of the Jacobian's scale)."""
     problem = short_problem
-    fn = fddp.compiled(problem)
+    fn = knot_backends.for_problem(problem)
     data = problem.data
     xs, us = initial_guess(problem)
     xs, _, _ = fn.rollout(data, us)
     t = 1
-    x, u = fddp.index_knots(xs, t), us[t] + 0.05
+    x, u = shooting.index_knots(xs, t), us[t] + 0.05
     A, B, r, Rx, Ru = (np.asarray(a) for a in fn.linearize(data, x, u, t))
 
     @jax.jit
@@ -116,7 +116,7 @@ def test_multiple_shooting_closes_defects(short_problem):
 @pytest.mark.slow  # ~80-130 s of compilation (fast suite under 15 min)
 def test_lbfgs_reduces_cost(short_problem):
     xs, us = initial_guess(short_problem)
-    fn = fddp.compiled(short_problem)
+    fn = knot_backends.for_problem(short_problem)
     start = float(fn.evaluate(short_problem.data, fn.rollout(short_problem.data, us)[0], us)[0])
     traj = solve(short_problem, solver="lbfgs", max_iterations=15, verbose=False)
     assert traj.cost < 0.9 * start
@@ -232,10 +232,10 @@ def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
     is the largest residual of the knots' solves at the start (every knot linearised in one
     call). At the solvers' 10 sweeps the trot's later iterates are such points (measured: 5e-5,
     6.6e-3, 9.3e-3 m/s at the three linearisation points, so 2 of 3 above the tolerance)."""
-    problem, fn = short_problem, fddp.compiled(short_problem)
+    problem, fn = short_problem, knot_backends.for_problem(short_problem)
     _, us = initial_guess(problem)
     xs, _, _ = fn.rollout(problem.data, us)
-    lin = fddp.linearize_all(fn, problem.data, xs, us)
+    lin = jax.device_get(fn.linearize_all(problem.data, xs, us))
     assert lin.contact_residual.shape == (problem.horizon,)
     first = short_solution.history[0]["contact_residual"]
     assert first == pytest.approx(float(np.max(lin.contact_residual)), rel=1e-12)
@@ -246,7 +246,7 @@ def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
 
     # the solution itself is such a point: its derivatives are finite
     xs, us = initial_guess(problem, short_solution)
-    at_solution = fddp.linearize_all(fn, problem.data, xs, us)
+    at_solution = jax.device_get(fn.linearize_all(problem.data, xs, us))
     assert float(np.max(at_solution.contact_residual)) > fddp.CONTACT_RESIDUAL_TOLERANCE
     assert all(np.all(np.isfinite(a)) for a in at_solution)
     report = fddp.contact_report(recorded, problem.num_sweeps, verbose=True)
@@ -261,15 +261,15 @@ def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve
     base = make_problem("solo12", "trot", 0.3, duration=0.04, dt=0.02, substeps=1,
                         num_sweeps=100)  # fmt: skip
     implicit = base.replace(derivatives="implicit")
-    assert fddp.structure_key(base) != fddp.structure_key(implicit)
+    assert shooting.structure_key(base) != shooting.structure_key(implicit)
     xs, us = initial_guess(base)
-    xs, _, _ = fddp.compiled(base).rollout(base.data, us)
+    xs, _, _ = knot_backends.for_problem(base).rollout(base.data, us)
     t = 1
-    x, u = fddp.index_knots(xs, t), us[t] + 0.05
+    x, u = shooting.index_knots(xs, t), us[t] + 0.05
     _, _, _, residual = P.transition_with_residual(base, base.data, x, u)
     assert float(residual) < 1e-9  # converged: the two derivatives must agree
-    ours = fddp.compiled(implicit).linearize(implicit.data, x, u, t)
-    ref = fddp.compiled(base).linearize(base.data, x, u, t)
+    ours = knot_backends.for_problem(implicit).linearize(implicit.data, x, u, t)
+    ref = knot_backends.for_problem(base).linearize(base.data, x, u, t)
     for a, b, name in zip(ours, ref, ("A", "B", "r", "R_x", "R_u")):
         a, b = np.asarray(a), np.asarray(b)
         assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), name

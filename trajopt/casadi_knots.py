@@ -1,0 +1,250 @@
+"""The CasADi functions of FDDP's knots, for C code generation (`trajopt.generated_code`).
+
+Built from the CasADi model (`trajopt.casadi_model`) at fixed step parameters and terrain:
+
+- `forward_function`: one contact substep (Moreau midpoint, `contact/step.py`) and the unknowns
+  at its solution;
+- `derivative_function`: that substep's partial Jacobians at its solution, over the tangent
+  `e = (dq, dv, du)` (the equations are in `trajopt.compiled_knots`' docstring);
+- `knot_forward_function`: one knot of FDDP's forward pass, for a fold over the horizon;
+- `costs_function`, `terminal_function`: a knot's weighted residuals and their Jacobians.
+
+`m` is the robot as NumPy arrays (`dynamics.casadi_functions.numpy_model`), `plane` the terrain
+(`casadi_model.plane_of`), `params` the step parameters (`casadi_model.step_parameters`).
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+
+from dynamics import kinematics as _kin
+from dynamics import newton_euler
+
+from . import problem as P
+from .casadi_model import (
+    OPS,
+    activation,
+    base_terms,
+    difference,
+    foot_contacts,
+    integrate,
+    joint_torque,
+    moreau_step_parts,
+    project_disk_cone,
+    running_residuals,
+    safe_norm,
+    unpack_reference,
+)
+
+
+def symbols(m, k):
+    return {
+        "q": ca.SX.sym("q", m.nq), "v": ca.SX.sym("v", m.nv), "u": ca.SX.sym("u", m.nu),
+        "v_next": ca.SX.sym("v_next", m.nv), "p": ca.SX.sym("p", 3 * k),
+        "s": ca.SX.sym("s", m.nv * k), "steps": ca.SX.sym("steps", 3 * k),
+        "q_next": ca.SX.sym("q_next", m.nq),
+    }  # fmt: skip
+
+
+def forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """`(q_next, v_next, p (3k), steps (3k), s (k nv), forces (3k) world, total (nu),
+    residual) = f(q, v, u)`: one substep as `contact.step` (`trajopt.moreau_step_parts`),
+    with the unit impulses, the steps, `s_i = M'^-1 J_i^T p_i`, the motor torque (actuator plus
+    implicit damping) and the impulse solve's residual `max_i |R_i^-1 (p_i - proj_K(p_i - R_i
+    u_i))|` (`contact.coulomb.natural_residual`)."""
+    k = m.nfeet
+    sym = symbols(m, k)
+    q, v, u = sym["q"], sym["v"], sym["u"]
+    tau = joint_torque(problem, m, q, v, u)
+    parts = moreau_step_parts(m, params, plane, q, v, tau, problem.contact, problem.num_sweeps)
+    unit, steps, minv_jt = parts["unit"], parts["steps"], parts["minv_jt"]
+    mu = plane["friction"]
+    per_contact = []
+    for i in range(k):
+        fixed = project_disk_cone(unit[i] - steps[i] * parts["velocity"][i], mu)
+        per_contact.append(safe_norm((unit[i] - fixed) / steps[i]))
+    residual = per_contact[0]
+    for r in per_contact[1:]:
+        residual = ca.fmax(residual, r)
+    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ unit[i] for i in range(k)])
+    total = tau - params["joint_damping"] * parts["v_next"][m.nv - m.nu :]
+    outputs = [
+        parts["q_next"], parts["v_next"], ca.vertcat(*unit), ca.vertcat(*steps), s,
+        ca.vec(parts["forces"].T), total, residual,
+    ]  # fmt: skip
+    names = ["q_next", "v_next", "p", "steps", "s", "forces", "total", "residual"]
+    return ca.Function("substep_forward", [q, v, u], outputs, ["q", "v", "u"], names)
+
+
+def derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """The partial Jacobians of one substep at its solution (module docstring), over the tangent
+    `e = (dq, dv, du)` at `e = 0`:
+
+    inputs `q, v, u, v_next, p (3k), s (k nv), steps (3k), q_next`;
+    outputs `mass M' (nv, nv)`, `jac J (3k, nv)`, `w (k,)`, `D (3k, 3)` (the k projection
+    Jacobians stacked), `phi1_e (nv, n)`, `phi3_e (k nv, n)`, `u_e (3k, n)`, `w_e (k, n)`,
+    `q_e (nv, n)` and `q_v (nv, nv)` (the next configuration's tangent at `q_next` over `e`
+    and over `v_next`), `tau_e (nu, n)` (actuator torque)."""
+    k, nv, nu = m.nfeet, m.nv, m.nu
+    nvb = nv - nu
+    dt, d = params["dt"], params["joint_damping"]
+    sym = symbols(m, k)
+    e = ca.SX.sym("e", 2 * nv + nu)
+    q = integrate(m, sym["q"], e[:nv])
+    v = sym["v"] + e[nv : 2 * nv]
+    u = sym["u"] + e[2 * nv :]
+    v_next, p, s, steps = sym["v_next"], sym["p"], sym["s"], sym["steps"]
+    tau = joint_torque(problem, m, q, v, u)
+    tau_gen = ca.vertcat(ca.SX.zeros(nvb), tau) if nvb else tau
+    damping = ca.DM(d * np.concatenate([np.zeros(nvb), np.ones(nu)]))
+    q_mid = integrate(m, q, v * (0.5 * dt))
+    kin = _kin.forward_kinematics(OPS, m, q_mid)
+    gaps, jac = foot_contacts(m, plane, kin)
+    w = ca.vertcat(*[activation(problem.contact, params, g) for g in gaps])
+    jac_i = [jac[3 * i : 3 * i + 3, :] for i in range(k)]
+    p_i = [p[3 * i : 3 * i + 3] for i in range(k)]
+    s_i = [s[nv * i : nv * (i + 1)] for i in range(k)]
+    weighted = ca.vertcat(*[w[i] * p_i[i] for i in range(k)])
+    accel = (v_next - v) / dt
+    phi1 = dt * (newton_euler.rnea(OPS, m, kin, v, accel) + damping * v_next - tau_gen)
+    phi1 = phi1 - jac.T @ weighted
+    zero = ca.SX.zeros(nv)
+    gravity = newton_euler.rnea(OPS, m, kin, zero, zero)
+    phi3 = ca.vertcat(*[
+        newton_euler.rnea(OPS, m, kin, zero, s_i[i]) - gravity + dt * damping * s_i[i]
+        - jac_i[i].T @ p_i[i]
+        for i in range(k)
+    ])  # fmt: skip
+    velocity = []
+    for i in range(k):
+        u_i = jac_i[i] @ v_next + (1.0 - w[i]) * (jac_i[i] @ s_i[i])
+        if problem.contact == "hard":  # speculative opening of a separated contact
+            # max(gap, 0) as (gap + |gap|) / 2: the same value, and at gap = 0 the derivative
+            # 1/2 that `jnp.maximum` takes there (a touching foot at rest)
+            u_i = u_i + ca.vertcat(0, 0, 0.5 * (gaps[i] + ca.fabs(gaps[i])) / dt)
+        velocity.append(u_i)
+    velocity = ca.vertcat(*velocity)
+    # the projection's Jacobian at its argument p_i - R_i u_i
+    z = ca.SX.sym("z", 3)
+    proj_jac = ca.Function(
+        "proj_jac", [z], [ca.jacobian(project_disk_cone(z, plane["friction"]), z)]
+    )
+    argument = p - steps * velocity
+    proj = ca.vertcat(*[proj_jac(argument[3 * i : 3 * i + 3]) for i in range(k)])
+    q_plus = integrate(m, q, (0.5 * dt) * (v + v_next))
+    q_tangent = difference(m, sym["q_next"], q_plus)
+    mass = ca.jacobian(phi3[:nv], s_i[0]) if k else ca.SX.zeros(nv, nv)  # M' (rnea is linear in s)
+    outputs = {
+        "mass": mass, "jac": jac, "w": w, "D": proj,
+        "phi1_e": ca.jacobian(phi1, e), "phi3_e": ca.jacobian(phi3, e),
+        "u_e": ca.jacobian(velocity, e), "w_e": ca.jacobian(w, e),
+        "q_e": ca.jacobian(q_tangent, e), "q_v": ca.jacobian(q_tangent, v_next),
+        "tau_e": ca.jacobian(tau, e),
+    }  # fmt: skip
+    zero_e = ca.DM.zeros(e.shape)
+    values = [ca.substitute(ca.densify(x), e, zero_e) for x in outputs.values()]
+    names = ["q", "v", "u", "v_next", "p", "s", "steps", "q_next"]
+    return ca.Function("substep_derivative", [sym[n] for n in names], values, names, list(outputs))
+
+
+def knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """One knot of FDDP's forward pass (`trajopt.shooting.forward_with_transitions`), for a fold
+    over the horizon (`trajopt.generated_code.SubstepFunctions.forward_pass`):
+
+        u    = u_t + alpha k_t + K_t local(x_t, x_hat)
+        reached, forces, taus = transition(x_hat, u)        (`substeps` contact steps)
+        next = reached (+) (alpha - 1) f_{t+1}
+
+    inputs `x_hat, x_t` (flat knot states `[q, v, u_prev]`), `u_t, k_t (nu,)`, `K_t (nu, nx)`,
+    `f_next (nx,)`, `alpha`; outputs `next` (flat), `u`, `reached` (flat), `forces (3k,)` (the
+    substeps' mean, world, `[f_0, f_1, ...]`), `taus (nu,)` (per joint the substep of largest
+    magnitude, the first on ties, as `jnp.argmax`)."""
+    nq, nv, nu = m.nq, m.nv, m.nu
+    nxq, nx = nq + nv + nu, 2 * nv + nu
+    x_hat, x_t = ca.SX.sym("x_hat", nxq), ca.SX.sym("x_t", nxq)
+    u_t, k_t = ca.SX.sym("u_t", nu), ca.SX.sym("k_t", nu)
+    gains, f_next, alpha = ca.SX.sym("K_t", nu, nx), ca.SX.sym("f_next", nx), ca.SX.sym("alpha")
+    local = ca.vertcat(
+        difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
+        x_hat[nq + nv :] - x_t[nq + nv :],
+    )  # fmt: skip
+    u = u_t + alpha * k_t + gains @ local
+    q, v = x_hat[:nq], x_hat[nq : nq + nv]
+    forces, taus = 0, None
+    for _ in range(problem.substeps):
+        tau = joint_torque(problem, m, q, v, u)
+        parts = moreau_step_parts(
+            m, params, plane, q, v, tau, problem.contact, problem.num_sweeps
+        )
+        q, v = parts["q_next"], parts["v_next"]
+        total = tau - params["joint_damping"] * v[nv - nu :]
+        taus = total if taus is None else ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)
+        forces = forces + ca.vec(parts["forces"].T)
+    forces = forces / problem.substeps
+    step = (alpha - 1.0) * f_next
+    following = ca.vertcat(
+        integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :]
+    )
+    return ca.Function(
+        "knot_forward", [x_hat, x_t, u_t, k_t, gains, f_next, alpha],
+        [following, u, ca.vertcat(q, v, u), forces, taus],
+        ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"],
+        ["next", "u", "reached", "forces", "taus"],
+    )  # fmt: skip
+
+
+def running_terms(problem: P.Problem) -> list:
+    """The weighted running terms, in `trajopt.problem.weighted`'s order (sorted names)."""
+    return [n for n in sorted(problem.data.weights) if n in P.RUNNING_TERMS]
+
+
+def costs_function(problem: P.Problem, m, plane) -> ca.Function:
+    """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
+    their Jacobians at `(x, u, forces, taus)` (`trajopt.shooting.knot_costs`' pieces): over the
+    configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
+
+    inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
+    `trajopt.reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v,
+    r_up, r_u, r_f, r_tau`."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
+    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
+    ref = ca.SX.sym("ref", 4 + 2 * k + nu)
+    terms = running_terms(problem)
+    sqrt_w = ca.SX.sym("sqrt_w", len(terms))
+    sizes = {"q": nv, "v": nv, "up": nu, "u": nu, "f": 3 * k, "tau": nu}
+    e = {name: ca.SX.sym("e_" + name, size) for name, size in sizes.items()}
+    moved = ca.vertcat(
+        integrate(m, x[:nq], e["q"]), x[nq : nq + nv] + e["v"], x[nq + nv :] + e["up"]
+    )
+    res = running_residuals(
+        problem, m, plane, moved, u + e["u"], ca.reshape(forces + e["f"], 3, k).T,
+        taus + e["tau"], unpack_reference(problem, ref),
+    )  # fmt: skip
+    r = ca.vertcat(*[sqrt_w[i] * res[name] for i, name in enumerate(terms)])
+    zero = {name: ca.DM.zeros(sym.shape) for name, sym in e.items()}
+    outputs = [r] + [ca.jacobian(r, e[name]) for name in ("q", "v", "up", "u", "f", "tau")]
+    for name in e:
+        outputs = [ca.substitute(ca.densify(o), e[name], zero[name]) for o in outputs]
+    return ca.Function(
+        "knot_costs", [x, u, forces, taus, ref, sqrt_w], outputs,
+        ["x", "u", "forces", "taus", "ref", "sqrt_w"],
+        ["r", "r_q", "r_v", "r_up", "r_u", "r_f", "r_tau"],
+    )  # fmt: skip
+
+
+def terminal_function(problem: P.Problem, m, plane) -> ca.Function:
+    """The weighted terminal residual `sqrt(w) r_T` (`trajopt.problem.terminal_residuals`) and
+    its Jacobian over the knot's tangent `dx (nx,)`: inputs `x` (flat), `ref`, `sqrt_w` (1,)."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, ref, sqrt_w = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", 4 + 2 * k + nu), ca.SX.sym("w")
+    dx = ca.SX.sym("dx", 2 * nv + nu)
+    q = integrate(m, x[:nq], dx[:nv])
+    v = x[nq : nq + nv] + dx[nv : 2 * nv]
+    base = base_terms(problem, plane, q, v, unpack_reference(problem, ref))
+    r = sqrt_w * ca.vertcat(*[base[name] for name in sorted(base)])
+    outputs = [ca.substitute(ca.densify(o), dx, ca.DM.zeros(dx.shape))
+               for o in (r, ca.jacobian(r, dx))]  # fmt: skip
+    return ca.Function("terminal_costs", [x, ref, sqrt_w], outputs, ["x", "ref", "sqrt_w"],
+                       ["r", "r_x"])  # fmt: skip

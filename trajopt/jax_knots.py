@@ -1,0 +1,104 @@
+"""The JAX knot backend: `trajopt.shooting`'s knot model jitted for one problem structure.
+
+A knot backend is what a shooting solver calls; `trajopt.compiled_knots.CompiledKnots` has the
+same calls. Each takes the problem's data as an argument (never a constant), so problems of one
+structure (`shooting.structure_key`) share one backend:
+
+    rollout(data, us) -> (xs, forces, taus)
+    evaluate(data, xs, us) -> (cost, terms, defects, forces, taus)
+    rollout_and_evaluate(data, us) -> (xs, cost, terms, defects, forces, taus)
+    evaluate_transitions(data, xs, us, nexts, forces, taus) -> (cost, terms, defects, ...)
+    linearize_all(data, xs, us) -> shooting.Linearization
+    line_search(data, xs, us, k, K, defects, merit_old) -> (index, trials, trial)
+    linearize(data, x, u, t), linearize_terminal(data, x), forward(data, xs, us, k, K, f, a)
+
+An FDDP iteration is `linearize_all` (every knot, one call), the Riccati pass and `line_search`
+(all step lengths in one call, stopping at the first accepted): no per-knot Python. The
+functions of the iteration and the rollout are `program_cache.DiskCachedFunction`s: their
+traced programs are saved on disk, keyed by the structure, so a later process with the same
+structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.program_cache`).
+`linearize`, `linearize_terminal` and `forward` (the pieces, for tests and benchmarks) compile
+when first called.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import problem as P
+from . import shooting
+from .program_cache import DiskCachedFunction
+
+
+class JaxKnots:
+    """The jitted knot functions of one problem structure (module docstring for the calls)."""
+
+    def __init__(self, problem: P.Problem):
+        self.problem = problem
+        context = repr(shooting.structure_key(problem))
+
+        def disk(name, fun):
+            return DiskCachedFunction(f"fddp.{name}", jax.jit(fun), context)
+
+        def bound(fun):
+            return functools.partial(fun, problem)
+
+        self.rollout = disk("rollout", bound(shooting.rollout))
+        self.evaluate = disk("evaluate", bound(shooting.evaluate))
+        self.rollout_and_evaluate = disk(
+            "rollout_and_evaluate", bound(shooting.rollout_and_evaluate)
+        )
+        self.evaluate_transitions = disk(
+            "evaluate_transitions", bound(shooting.evaluate_transitions)
+        )
+        self.linearize = jax.jit(bound(shooting.linearize_knot))
+        self.linearize_terminal = jax.jit(bound(shooting.linearize_terminal))
+        self.forward = jax.jit(bound(shooting.forward))
+        self.linearize_all = disk("linearize_all", bound(shooting.linearize_horizon))
+        self.linearize_knots = disk("linearize_knots", bound(shooting.linearize_knots))
+        self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
+        self.line_search = disk("line_search", bound(shooting.line_search_trials))
+
+    def linearize_in_two_threads(self, data, xs, us) -> shooting.Linearization:
+        """`linearize_all` with the running knots split in two halves, linearised at the same
+        time: the second half by a helper thread, the first half and the terminal knot by the
+        caller. The same program per knot, so the same values as `linearize_all`.
+
+        Why: a knot's linearisation is a long chain of small operations, which one call runs
+        mostly on one core; a second call from a second thread uses another
+        (`benchmarks/bench_linearize.py` measures both). The first call of a structure
+        linearises both halves in the caller, so the program compiles once."""
+        T = self.problem.horizon
+        if T < 2:  # nothing to split
+            return self.linearize_all(data, xs, us)
+        half = (T + 1) // 2
+        first = np.arange(half)
+        second = np.minimum(np.arange(half, 2 * half), T - 1)  # T odd: the last knot twice
+        if not self.linearize_knots_ready:
+            parts = [self.linearize_knots(data, xs, us, first)]
+            parts.append(self.linearize_knots(data, xs, us, second))
+            self.linearize_knots_ready = True
+        else:
+            future = _linearize_pool().submit(
+                lambda: jax.block_until_ready(self.linearize_knots(data, xs, us, second))
+            )
+            parts = [jax.block_until_ready(self.linearize_knots(data, xs, us, first))]
+            parts.append(future.result())
+        rT, RT = self.linearize_terminal(data, shooting.index_knots(xs, T))
+        A, B, r, Rx, Ru, contact_residual = (
+            jnp.concatenate([a, b[: T - half]]) for a, b in zip(*parts)
+        )
+        return shooting.Linearization(A, B, r, Rx, Ru, rT, RT, contact_residual)
+
+
+@functools.cache
+def _linearize_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The helper thread of `linearize_in_two_threads` (one per process, made on first use)."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="diffloco-linearize"
+    )
