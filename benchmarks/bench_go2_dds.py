@@ -4,9 +4,9 @@
     python benchmarks/bench_go2_dds.py --quick --no-write
 
 1. Per message, in this process (median of `--reps` calls): encoding and decoding LowCmd_ and
-   LowState_ with our one-call codec (`unitree_msgs.fast_cdr`) and with Cyclone's own per-field
-   encoder, and the LowCmd CRC.
-2. Loopback: the simulated Go2 (`python -m hardware.go2_sim`, MuJoCo) on its own DDS
+   LowState_ with our one-call codec (`hardware.go2.codec.fast_cdr`) and with Cyclone's own
+   per-field encoder, and the LowCmd CRC.
+2. Loopback: the simulated Go2 (`python -m hardware.go2.sim`, MuJoCo) on its own DDS
    domain and `Go2Robot` with `StandUpController` through the safety layer for `--seconds`,
    in real time: the LowCmd writer's interval and lateness, the LowStates taken per second,
    the commands the robot accepted per second, its overruns, the base height. The load average
@@ -44,17 +44,17 @@ def message_rows(reps: int) -> list:
     from cyclonedds.idl import IdlStruct
 
     import dynamics
-    from hardware.backends import unitree_go2 as go2
-    from hardware.backends import unitree_msgs as msgs
     from hardware.backends.mujoco_sim import MuJoCoRobot
+    from hardware.go2 import conversions
+    from hardware.go2.crc import set_crc
     from hardware.interface import JointCommand, JointMap
 
     model = dynamics.load_robot("go2")
     joint_map = JointMap.from_model(model)
-    perm = go2.sdk_permutation(joint_map)
+    perm = conversions.sdk_permutation(joint_map)
     command = JointCommand.create(joint_map.q_default, 80.0, 2.0)
-    lowcmd = go2.lowcmd_from_command(command, perm)
-    lowstate = go2.lowstate_from_measurement(MuJoCoRobot(model).read(), perm)
+    lowcmd = conversions.lowcmd_from_command(command, perm)
+    lowstate = conversions.lowstate_from_measurement(MuJoCoRobot(model).read(), perm)
     rows = []
     for name, sample in (("LowCmd_", lowcmd), ("LowState_", lowstate)):
         cls = type(sample)
@@ -69,14 +69,15 @@ def message_rows(reps: int) -> list:
                 lambda c=cls, d=data: IdlStruct.deserialize.__func__(c, d), reps
             ),
         })  # fmt: skip
-    rows.append({"message": "LowCmd_ CRC", "crc_us": median_us(lambda: msgs.set_crc(lowcmd), reps)})
+    rows.append({"message": "LowCmd_ CRC", "crc_us": median_us(lambda: set_crc(lowcmd), reps)})
     return rows
 
 
 def loopback_run(seconds: float, domain: int) -> dict:
     import dynamics
-    from hardware import control_loop, go2_sim
-    from hardware.backends.unitree_go2 import Go2Robot
+    from hardware import control_loop
+    from hardware.go2 import sim
+    from hardware.go2.robot import Go2Robot
     from hardware.interface import JointMap
     from hardware.pose import StandUpController
     from hardware.safety import SafetyConfig, SafetyLayer
@@ -85,7 +86,7 @@ def loopback_run(seconds: float, domain: int) -> dict:
     config = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.1)
     load_before = os.getloadavg()[0]
     args = ["--domain", str(domain), "--interface", "lo", "--max-lifetime", str(seconds + 60)]
-    with go2_sim.spawn(args, stderr=subprocess.DEVNULL) as proc:
+    with sim.spawn(args, stderr=subprocess.DEVNULL) as proc:
         robot = Go2Robot(joint_map, domain=domain, interface="lo", command_timeout=0.3,
                          state_timeout=0.1, max_command_age=0.3)  # fmt: skip
         try:

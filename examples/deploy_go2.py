@@ -13,8 +13,8 @@ the hardware interface and the safety layer, in real time.
     python examples/deploy_go2.py --no-sim --domain 0 --interface eth0 --release-sport-mode
 
 Without `--no-sim` the example starts the simulated Go2 (`python -m
-hardware.go2_sim`: MuJoCo behind the same topics) on `--domain` over loopback, lying
-on the floor, and stops it at the end. The backend (`hardware.backends.unitree_go2`)
+hardware.go2.sim`: MuJoCo behind the same topics) on `--domain` over loopback, lying
+on the floor, and stops it at the end. The backend (`hardware.go2.robot`)
 sends LowCmd at 500 Hz from its own thread; the safety layer runs at `--command-rate`, the
 controller at its own rate in a thread of its own:
 - `stand`: `StandUpController`, from the measured pose to standing in `--stand-up` s, then hold;
@@ -43,8 +43,9 @@ import subprocess
 import numpy as np
 
 import dynamics
-from hardware import control_loop, go2_sim
-from hardware.backends.unitree_go2 import Go2Robot, LockstepGo2Robot
+from hardware import control_loop
+from hardware.go2.robot import Go2Robot, LockstepGo2Robot
+from hardware.go2.sim import spawn as spawn_simulated_go2
 from hardware.interface import JointMap, VelocityCommand
 from hardware.pose import StandUpController
 from hardware.safety import SafetyConfig, SafetyLayer
@@ -99,7 +100,7 @@ def simulated_go2(domain: int, lying: bool, lifetime: float, lockstep: bool = Fa
     if lying:
         model = dynamics.load_robot("go2")
         args += ["--q0", json.dumps(lying_configuration(model).tolist())]
-    with go2_sim.spawn(args, stderr=subprocess.DEVNULL) as proc:
+    with spawn_simulated_go2(args, stderr=subprocess.DEVNULL) as proc:
         yield proc
 
 

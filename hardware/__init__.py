@@ -9,8 +9,9 @@
 - `motor.MotorDriver`: the robot side (drivers' PD and watchdog) of the simulated robots.
 - `backends`: `jax_sim.SimRobot`, `mujoco_sim.MuJoCoRobot`, `udp.UdpRobot` (+ `wire` layout);
   `robot_server`: a simulated robot process behind UDP (`python -m
-  hardware.robot_server`); `unitree_go2.Go2Robot`: a Unitree Go2 over its DDS
-  topics, `go2_sim`: a simulated Go2 process on them. `faults`: fault injection.
+  hardware.robot_server`). `faults`: fault injection.
+- `go2`: a Unitree Go2 over its DDS topics (`go2.robot.Go2Robot`) and a simulated Go2 process
+  on them (`python -m hardware.go2.sim`); needs the `go2` extra.
 
 May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
 `learning`: controllers plug in through the `Controller` protocol.

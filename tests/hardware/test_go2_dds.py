@@ -1,5 +1,5 @@
 """The Go2 over its own protocol: Unitree SDK 2's DDS topics, the LowCmd CRC, the `Go2Robot`
-backend and the simulated Go2 process (`python -m hardware.go2_sim`).
+backend and the simulated Go2 process (`python -m hardware.go2.sim`).
 
 The robot side runs in a subprocess (a DDS participant per process), on loopback, each test on
 its own DDS domain (chosen from this process's id, so that concurrent test runs on one machine
@@ -27,10 +27,13 @@ pytest.importorskip(
 )
 pytest.importorskip("mujoco", reason="the simulated Go2 runs MuJoCo (the mujoco extra)")
 
-from hardware import control_loop, go2_sim  # noqa: E402
-from hardware.backends import unitree_go2 as go2  # noqa: E402
-from hardware.backends import unitree_msgs as msgs  # noqa: E402
+from hardware import control_loop  # noqa: E402
 from hardware.backends.mujoco_sim import MuJoCoRobot  # noqa: E402
+from hardware.go2 import codec, conversions, dds, sim  # noqa: E402
+from hardware.go2 import messages as msgs  # noqa: E402
+from hardware.go2.conversions import Buttons  # noqa: E402
+from hardware.go2.crc import crc_ok, set_crc  # noqa: E402
+from hardware.go2.robot import Go2Robot, LockstepGo2Robot  # noqa: E402
 from hardware.interface import JointCommand, JointMap, RobotMode  # noqa: E402
 from hardware.pose import PoseController, StandUpController  # noqa: E402
 from hardware.safety import Mode, SafetyConfig, SafetyLayer  # noqa: E402
@@ -63,7 +66,7 @@ def simulated_go2(domain, *args):
     if "--command-timeout" not in args:  # tolerant of scheduling stalls on a loaded machine
         argv += ["--command-timeout", "0.3"]
     argv += list(args)
-    return go2_sim.spawn(argv, startup_timeout=60.0, stderr=subprocess.DEVNULL)
+    return sim.spawn(argv, startup_timeout=60.0, stderr=subprocess.DEVNULL)
 
 
 def final_status(proc) -> dict:
@@ -90,7 +93,7 @@ def reference_crc(words) -> int:
 def fixed_command():
     """The LowCmd whose CRC was computed with Unitree's own library (`crc32_core` of the
     unitree_sdk2_python repository's crc_amd64.so, 2026-12-01): 0xB28792DD."""
-    msg = go2.new_lowcmd()
+    msg = conversions.new_lowcmd()
     for i in range(12):
         m = msg.motor_cmd[i]
         m.mode, m.q, m.dq, m.tau = 1, 0.25 * (i - 6), 0.0, 0.5 * (i % 3 - 1)
@@ -100,75 +103,79 @@ def fixed_command():
 
 # --------------------------------------------------------------------------- in process
 def test_lowcmd_crc_matches_an_independent_implementation_and_unitree_value():
-    assert msgs.c_layout(msgs.LowCmd_)[1] == 812 and msgs.c_layout(msgs.LowState_)[1] == 1180
+    assert codec.c_layout(msgs.LowCmd_)[1] == 812 and codec.c_layout(msgs.LowState_)[1] == 1180
     rng = np.random.default_rng(0)
     for k in range(20):
-        msg = go2.new_lowcmd()
+        msg = conversions.new_lowcmd()
         for m in msg.motor_cmd:
             m.mode, m.q, m.dq, m.tau, m.kp, m.kd = (int(rng.integers(2)), *rng.normal(size=5))
         msg.wireless_remote = list(rng.integers(0, 256, 40))
         msg.sn = list(rng.integers(0, 2**32, 2))
-        raw = msgs.c_bytes(msg)
+        raw = codec.c_bytes(msg)
         assert len(raw) == 812
         # by hand: motor 0 starts at byte 24 (22 header bytes, 2 of padding), the CRC at 808
         assert struct.unpack_from("<B3x5f", raw, 24)[0] == msg.motor_cmd[0].mode
         np.testing.assert_allclose(struct.unpack_from("<f", raw, 28)[0], msg.motor_cmd[0].q, 1e-6)
         words = struct.unpack("<202I", raw[:808])
-        msgs.set_crc(msg)
+        set_crc(msg)
         assert msg.crc == reference_crc(words), k
-        assert struct.unpack_from("<I", msgs.c_bytes(msg), 808)[0] == msg.crc
-    fixed = msgs.set_crc(fixed_command())
-    assert fixed.crc == reference_crc(struct.unpack("<202I", msgs.c_bytes(fixed)[:808]))
+        assert struct.unpack_from("<I", codec.c_bytes(msg), 808)[0] == msg.crc
+    fixed = set_crc(fixed_command())
+    assert fixed.crc == reference_crc(struct.unpack("<202I", codec.c_bytes(fixed)[:808]))
     assert fixed.crc == 0xB28792DD
     fixed.motor_cmd[11].kd = 1.25  # any change changes the CRC
-    assert not msgs.crc_ok(fixed)
+    assert not crc_ok(fixed)
 
 
 def test_messages_carry_every_field_in_sdk_order_and_quaternion_convention(model, joint_map):
     """Model state -> LowState_ -> DDS bytes -> LowState_ -> Measurement, and JointCommand ->
     LowCmd_ -> bytes -> LowCmd_ -> arrays, with the slot order and quaternion checked by hand."""
-    perm = go2.sdk_permutation(joint_map)
+    perm = conversions.sdk_permutation(joint_map)
     q = np.asarray(model.q_standing, float).copy()
     q[3:7] = [0.1, -0.2, 0.3, 0.9] / np.linalg.norm([0.1, -0.2, 0.3, 0.9])
     q[7:] = joint_map.q_default + 0.01 * np.arange(12)
     robot = MuJoCoRobot(model, q0=q, v0=0.1 * np.arange(18.0))
     m = robot.read()
-    sent = go2.lowstate_from_measurement(m, perm, tick_ms=1234, buttons=go2.Buttons.A)
+    sent = conversions.lowstate_from_measurement(m, perm, tick_ms=1234, buttons=Buttons.A)
     state = msgs.LowState_.deserialize(sent.serialize())
-    assert msgs.crc_ok(state) and state.tick == 1234
-    assert go2.remote_buttons(state.wireless_remote) == go2.Buttons.A == 1 << 8
+    assert crc_ok(state) and state.tick == 1234
+    assert conversions.remote_buttons(state.wireless_remote) == Buttons.A == 1 << 8
     # slot 0 is FR_hip (the model's joint 3), slot 3 FL_hip (joint 0); quaternion is w first
     assert joint_map.names[3] == "FR_hip_joint"
     assert state.motor_state[0].q == pytest.approx(q[7 + 3])
     assert state.motor_state[3].q == pytest.approx(q[7 + 0])
     assert state.motor_state[6].dq == pytest.approx(m.joint_qd[9])  # RR_hip
     np.testing.assert_allclose(state.imu_state.quaternion, [q[6], *q[3:6]], **F32)
-    back = go2.measurement_from_lowstate(state, perm, timestamp=1.0, sequence=3, robot_mode=1)
+    back = conversions.measurement_from_lowstate(
+        state, perm, timestamp=1.0, sequence=3, robot_mode=1
+    )
     for name in ("joint_q", "joint_qd", "joint_tau", "base_quat", "base_angular_velocity",
                  "base_linear_acceleration"):  # fmt: skip
         np.testing.assert_allclose(getattr(back, name), getattr(m, name), **F32, err_msg=name)
-    sport = msgs.SportModeState_.deserialize(go2.sport_state_from_measurement(m, 2.5).serialize())
-    position, velocity = go2.base_from_sport_state(sport)
+    sport = msgs.SportModeState_.deserialize(
+        conversions.sport_state_from_measurement(m, 2.5).serialize()
+    )
+    position, velocity = conversions.base_from_sport_state(sport)
     np.testing.assert_allclose(position, m.base_position, **F32)
     np.testing.assert_allclose(velocity, m.base_linear_velocity, rtol=1e-6, atol=1e-6)
 
     command = JointCommand(*(np.arange(12.0) + k for k in (0.1, 0.2, 30.0, 0.4, 0.5)))
-    lowcmd = msgs.LowCmd_.deserialize(go2.lowcmd_from_command(command, perm).serialize())
-    assert msgs.crc_ok(lowcmd) and tuple(lowcmd.head) == (0xFE, 0xEF)
+    lowcmd = msgs.LowCmd_.deserialize(conversions.lowcmd_from_command(command, perm).serialize())
+    assert crc_ok(lowcmd) and tuple(lowcmd.head) == (0xFE, 0xEF)
     assert lowcmd.level_flag == 0xFF and lowcmd.motor_cmd[12].mode == 0
     assert lowcmd.motor_cmd[0].q == pytest.approx(command.q_target[3])  # FR_hip
     assert lowcmd.motor_cmd[9].kp == pytest.approx(command.kp[6])  # RL_hip
-    arrays = go2.command_arrays(lowcmd, perm)
+    arrays = conversions.command_arrays(lowcmd, perm)
     for ours, theirs in (("q_target", "q"), ("qd_target", "dq"), ("kp", "kp"), ("kd", "kd"),
                          ("tau_ff", "tau")):  # fmt: skip
         np.testing.assert_allclose(arrays[theirs], getattr(command, ours), **F32)
     assert np.all(arrays["mode"] == msgs.MOTOR_SERVO)
-    remote = go2.remote_bytes(go2.Buttons.L2 | go2.Buttons.B, lx=0.5, ly=-1.0)
+    remote = conversions.remote_bytes(Buttons.L2 | Buttons.B, lx=0.5, ly=-1.0)
     assert remote[2:4] == [0x20, 0x02] and struct.unpack_from("<f", bytes(remote), 20)[0] == -1.0
 
 
 def test_fast_cdr_codec_matches_cyclones_own_bytes_and_decoding():
-    """Our one-call encoder/decoder (`unitree_msgs.fast_cdr`) against Cyclone's per-field one,
+    """Our one-call encoder/decoder (`codec.fast_cdr`) against Cyclone's per-field one,
     on samples with every number set (the Go2 interoperates through these bytes)."""
     from cyclonedds.idl import IdlStruct
 
@@ -192,12 +199,12 @@ def test_fast_cdr_codec_matches_cyclones_own_bytes_and_decoding():
         return sample
 
     for cls in (msgs.LowCmd_, msgs.LowState_, msgs.SportModeState_):
-        sample = fill(msgs.zero(cls))
+        sample = fill(codec.zero(cls))
         ours, theirs = sample.serialize(), IdlStruct.serialize(sample)
         assert ours == theirs and ours[:4] == b"\x00\x01\x00\x00", cls.__name__
         decoded = cls.deserialize(ours)
         assert decoded == IdlStruct.deserialize.__func__(cls, theirs)
-        assert msgs.c_bytes(decoded) == msgs.c_bytes(sample)  # every number survived
+        assert codec.c_bytes(decoded) == codec.c_bytes(sample)  # every number survived
 
 
 # --------------------------------------------------------------------------- over DDS
@@ -209,7 +216,7 @@ def test_every_field_round_trips_over_dds(model, joint_map, domain):
     q[7:] = joint_map.q_default + 0.02 * np.arange(12)
     expected = MuJoCoRobot(model, q0=q).read()
     with simulated_go2(domain, "--freeze", "--q0", json.dumps(q.tolist())) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+        robot = Go2Robot(joint_map, domain=domain, **BACKEND)
         try:
             m = robot.read()
             command = JointCommand(
@@ -245,28 +252,28 @@ def test_every_field_round_trips_over_dds(model, joint_map, domain):
 
 def test_bad_crc_and_bad_header_are_rejected_counted_never_applied(joint_map, domain):
     with simulated_go2(domain) as proc:
-        dds_domain, participant = go2.open_domain(domain, "lo")
-        writer = go2.make_writer(participant, go2.TOPIC_LOWCMD, msgs.LowCmd_)
-        reader = go2.make_reader(participant, go2.TOPIC_LOWSTATE, msgs.LowState_)
-        perm = go2.sdk_permutation(joint_map)
+        dds_domain, participant = dds.open_domain(domain, "lo")
+        writer = dds.make_writer(participant, dds.TOPIC_LOWCMD, msgs.LowCmd_)
+        reader = dds.make_reader(participant, dds.TOPIC_LOWSTATE, msgs.LowState_)
+        perm = conversions.sdk_permutation(joint_map)
         good = JointCommand.create(joint_map.q_default, 80.0, 2.0)
         bad = good.replace(q_target=good.q_target + 0.3, kp=np.full(12, 10.0))
         # the good command until the robot took it (its clock starts with the first accepted
         # LowCmd): then the link is matched and nothing after it is lost
         deadline = time.perf_counter() + 10.0
         while time.perf_counter() < deadline:
-            writer.write(go2.lowcmd_from_command(good, perm))
+            writer.write(conversions.lowcmd_from_command(good, perm))
             time.sleep(0.02)
-            if any(m.tick > 0 for m in go2.take(reader, msgs.LowState_)):
+            if any(m.tick > 0 for m in dds.take(reader, msgs.LowState_)):
                 break
         for k in range(10):
             time.sleep(0.01)
-            msg = go2.lowcmd_from_command(bad, perm)
+            msg = conversions.lowcmd_from_command(bad, perm)
             if k < 8:
                 msg.crc ^= 1 << (3 * k)  # one flipped bit
             else:
                 msg.head = [0xFE, 0xEE]  # a well-formed CRC over a wrong header
-                msgs.set_crc(msg)
+                set_crc(msg)
             writer.write(msg)
         time.sleep(0.1)
         final = final_status(proc)
@@ -282,7 +289,7 @@ def test_watchdogs_damp_when_commands_stop(model, joint_map, domain):
     when the LowCmd stream stops (the backend closed)."""
     timeout = 0.25
     with simulated_go2(domain, "--command-timeout", str(timeout)) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+        robot = Go2Robot(joint_map, domain=domain, **BACKEND)
         try:
             loop = control_loop.run(robot, StandUpController(joint_map, 0.5),
                                     SafetyLayer(joint_map, TOLERANT), duration=1.5)  # fmt: skip
@@ -312,7 +319,7 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
     """The robot process is frozen (SIGSTOP) while the loop runs: no LowState arrives, the
     backend's stale-state watchdog latches DAMPING once, and so does the safety layer."""
     with simulated_go2(domain) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)  # state_timeout 0.3 s
+        robot = Go2Robot(joint_map, domain=domain, **BACKEND)  # state_timeout 0.3 s
         frozen = []
 
         def freeze(t, safety, robot_):
@@ -338,9 +345,9 @@ def test_stale_state_watchdog_damps_when_the_robot_goes_quiet(joint_map, domain)
 
 
 def test_remote_estop_buttons_latch_damping(joint_map, domain):
-    press = ["--press", "1.0", "0.3", str(int(go2.Buttons.L2 | go2.Buttons.B))]
+    press = ["--press", "1.0", "0.3", str(int(Buttons.L2 | Buttons.B))]
     with simulated_go2(domain, *press) as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+        robot = Go2Robot(joint_map, domain=domain, **BACKEND)
         try:
             safety = SafetyLayer(joint_map, TOLERANT)
             loop = control_loop.run(robot, StandUpController(joint_map, 0.5), safety, duration=2.5)
@@ -363,7 +370,7 @@ def test_remote_estop_buttons_latch_damping(joint_map, domain):
 
 def test_sport_mode_is_released_before_arming(joint_map, domain):
     with simulated_go2(domain, "--sport-mode") as proc:
-        robot = go2.Go2Robot(joint_map, domain=domain, release_sport_mode=True, **BACKEND)
+        robot = Go2Robot(joint_map, domain=domain, release_sport_mode=True, **BACKEND)
         try:
             loop = control_loop.run(robot, StandUpController(joint_map, 0.3),
                                     SafetyLayer(joint_map, TOLERANT), duration=0.6)  # fmt: skip
@@ -376,14 +383,14 @@ def test_sport_mode_is_released_before_arming(joint_map, domain):
     assert final["drivers"]["accepted"] > 100 and loop.safety.mode is Mode.NORMAL
 
     # without the release, the sport service owns the motors: LowCmds are ignored, counted
-    drivers = go2_sim.LowCmdDrivers(joint_map)
+    drivers = sim.LowCmdDrivers(joint_map)
     drivers.sport_mode = True
-    perm = go2.sdk_permutation(joint_map)
+    perm = conversions.sdk_permutation(joint_map)
     command = JointCommand.create(joint_map.q_default, 80.0, 2.0)
-    assert drivers.submit(go2.lowcmd_from_command(command, perm), 0.0) == "sport_mode"
+    assert drivers.submit(conversions.lowcmd_from_command(command, perm), 0.0) == "sport_mode"
     assert drivers.mode is RobotMode.DAMPING and drivers.command is None
     drivers.sport_mode = False
-    assert drivers.submit(go2.lowcmd_from_command(command, perm), 0.0) is None
+    assert drivers.submit(conversions.lowcmd_from_command(command, perm), 0.0) is None
     assert drivers.mode is RobotMode.ACTIVE
 
 
@@ -398,7 +405,7 @@ def test_lockstep_over_dds_reproduces_the_in_process_run(model, joint_map, domai
 
     local = stand(MuJoCoRobot(model, timestep=0.002, command_timeout=0.1, max_command_age=0.1))
     with simulated_go2(domain, "--lockstep") as proc:
-        robot = go2.LockstepGo2Robot(joint_map, domain=domain, interface="lo")
+        robot = LockstepGo2Robot(joint_map, domain=domain, interface="lo")
         try:
             remote = stand(robot)
         finally:
@@ -420,9 +427,9 @@ def stand_for_10_s(model, joint_map, domain, lockstep: bool):
     args = ["--q0", json.dumps(q.tolist()), *(["--lockstep"] if lockstep else [])]
     with simulated_go2(domain, *args) as proc:
         if lockstep:
-            robot = go2.LockstepGo2Robot(joint_map, domain=domain, interface="lo")
+            robot = LockstepGo2Robot(joint_map, domain=domain, interface="lo")
         else:
-            robot = go2.Go2Robot(joint_map, domain=domain, **BACKEND)
+            robot = Go2Robot(joint_map, domain=domain, **BACKEND)
         try:
             safety = SafetyLayer(joint_map, TOLERANT)
             loop = control_loop.run(robot, StandUpController(joint_map, 1.5), safety, duration=10)
@@ -478,9 +485,9 @@ def walk_policy(joint_map, domain, lockstep: bool):
     safety = SafetyConfig(soft_start_duration=0.5, command_timeout=0.3, measurement_timeout=0.3)
     with simulated_go2(domain, *(["--lockstep"] if lockstep else [])) as proc:
         if lockstep:
-            robot = go2.LockstepGo2Robot(joint_map, domain=domain, interface="lo")
+            robot = LockstepGo2Robot(joint_map, domain=domain, interface="lo")
         else:
-            robot = go2.Go2Robot(joint_map, domain=domain, **dict(BACKEND, state_timeout=0.3))
+            robot = Go2Robot(joint_map, domain=domain, **dict(BACKEND, state_timeout=0.3))
         try:
             controller = PolicyController(
                 policy, joint_map, action_scale=config["action_scale"],

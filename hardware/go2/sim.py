@@ -1,18 +1,19 @@
 """A simulated Go2 behind Unitree SDK 2's DDS topics: the robot side for tests on loopback.
 
-    python -m hardware.go2_sim --domain 1 --interface lo --backend mujoco
+    python -m hardware.go2.sim --domain 1 --interface lo --backend mujoco
 
-It speaks what the robot speaks (`hardware.backends.unitree_msgs`): it reads
+It speaks what the robot speaks (`messages`, `crc`, `conversions`): it reads
 LowCmd_ on `rt/lowcmd`, and at every physics step (`--timestep`, 2 ms: 500 Hz) it publishes
 LowState_ on `rt/lowstate` and the true base state as SportModeState_ on `rt/sportmodestate`
-(as `unitree_mujoco` does). Physics: MuJoCo (`--backend mujoco`, `backends.mujoco_sim`) or this
-project's simulator (`--backend sim`), in real time (late steps run back to back, at most
-`MAX_CATCH_UP`, and are counted as overruns). Simulated time starts with the first accepted
-LowCmd; until then the robot stands still in its initial state (`--q0`, default the standing
-pose) and LowState is published at the same rate. `--freeze` never starts the physics (tests
-of the message contents). `--lockstep` does not follow the wall clock: it simulates up to the
-robot time of each `Step_` on `rt/diffloco/step` (ours, `backends.unitree_go2.LockstepGo2Robot`
-is the client), so a controller slower than real time drives it over the same messages.
+(as `unitree_mujoco` does). Physics: MuJoCo (`--backend mujoco`,
+`hardware.backends.mujoco_sim`) or this project's simulator (`--backend sim`), in real time
+(late steps run back to back, at most `MAX_CATCH_UP`, and are counted as overruns). Simulated
+time starts with the first accepted LowCmd; until then the robot stands still in its initial
+state (`--q0`, default the standing pose) and LowState is published at the same rate.
+`--freeze` never starts the physics (tests of the message contents). `--lockstep` does not
+follow the wall clock: it simulates up to the robot time of each `Step_` on `rt/diffloco/step`
+(ours; `robot.LockstepGo2Robot` is the client), so a controller slower than real time drives
+it over the same messages.
 
 The motors (`LowCmdDrivers`) apply, at every physics step, from the latest accepted LowCmd,
 
@@ -44,10 +45,10 @@ import time
 
 import numpy as np
 
-from .backends import unitree_go2 as go2
-from .backends import unitree_msgs as msgs
-from .interface import JointCommand, JointMap, RobotMode
-from .safety import TIME_EPS
+from ..interface import JointCommand, JointMap, RobotMode
+from ..safety import TIME_EPS
+from . import codec, conversions, crc, dds, motion_switcher
+from . import messages as msgs
 
 MAX_CATCH_UP = 20  # physics steps run back to back when the process is late
 HISTORY_EVERY = 10  # physics steps between history samples
@@ -60,7 +61,7 @@ class LowCmdDrivers:
 
     def __init__(self, joint_map: JointMap, *, command_timeout=0.1, damping_kd=None):
         self.joint_map = joint_map
-        self.perm = go2.sdk_permutation(joint_map)
+        self.perm = conversions.sdk_permutation(joint_map)
         self.command_timeout = float(command_timeout)
         kd = joint_map.kd_default if damping_kd is None else damping_kd
         self.damping_kd = np.broadcast_to(np.asarray(kd, float), (joint_map.nu,)).copy()
@@ -77,12 +78,12 @@ class LowCmdDrivers:
         """Check and take a LowCmd_ at robot time `now`; returns the rejection or None."""
         self.counters["received"] += 1
         reason = None
-        if not msgs.crc_ok(msg):
+        if not crc.crc_ok(msg):
             reason = "bad_crc"
         elif tuple(msg.head) != msgs.HEAD or msg.level_flag != msgs.LEVEL_LOW:
             reason = "bad_header"
         else:
-            a = go2.command_arrays(msg, self.perm)
+            a = conversions.command_arrays(msg, self.perm)
             if not all(np.all(np.isfinite(a[k])) for k in ("q", "dq", "tau", "kp", "kd")):
                 reason = "nonfinite"
             elif self.sport_mode:
@@ -92,7 +93,7 @@ class LowCmdDrivers:
             return reason
         on = (a["mode"] == msgs.MOTOR_SERVO).astype(float)
         self.command = JointCommand(a["q"], on * a["dq"], on * a["kp"], on * a["kd"], on * a["tau"])
-        motors = msg.motor_cmd[: go2.NUM_JOINTS]
+        motors = msg.motor_cmd[: conversions.NUM_JOINTS]
         self.slots = {k: [float(getattr(m, k)) for m in motors] for k in ("q", "kp", "kd")}
         self.last_accepted = now
         self.mode = RobotMode.ACTIVE
@@ -131,20 +132,20 @@ class Go2Sim:
         self.freeze = freeze
         self.press = press  # (start [s], duration [s], buttons) in sim time
         self.drivers.sport_mode = sport_mode
-        self.state_writer = go2.make_writer(participant, go2.TOPIC_LOWSTATE, msgs.LowState_)
-        self.sport_writer = go2.make_writer(participant, go2.TOPIC_SPORTSTATE, msgs.SportModeState_)
+        self.state_writer = dds.make_writer(participant, dds.TOPIC_LOWSTATE, msgs.LowState_)
+        self.sport_writer = dds.make_writer(participant, dds.TOPIC_SPORTSTATE, msgs.SportModeState_)
         # reliable: every LowCmd of a reliable writer (Cyclone's default, the SDK's) is counted
-        self.cmd_reader = go2.make_reader(participant, go2.TOPIC_LOWCMD, msgs.LowCmd_, 64, True)
-        self.rpc_writer = go2.make_writer(
-            participant, f"{go2.MOTION_SWITCHER}/response", msgs.Response_
+        self.cmd_reader = dds.make_reader(participant, dds.TOPIC_LOWCMD, msgs.LowCmd_, 64, True)
+        self.rpc_writer = dds.make_writer(
+            participant, f"{dds.MOTION_SWITCHER}/response", msgs.Response_
         )
-        self.rpc_reader = go2.make_reader(
-            participant, f"{go2.MOTION_SWITCHER}/request", msgs.Request_, 16
+        self.rpc_reader = dds.make_reader(
+            participant, f"{dds.MOTION_SWITCHER}/request", msgs.Request_, 16
         )
         self.lockstep = lockstep
-        self.step_reader = go2.make_reader(participant, go2.TOPIC_STEP, msgs.Step_, 16, True)
-        self._state = msgs.zero(msgs.LowState_)  # filled in place at every publish
-        self._sport = msgs.zero(msgs.SportModeState_)
+        self.step_reader = dds.make_reader(participant, dds.TOPIC_STEP, msgs.Step_, 16, True)
+        self._state = codec.zero(msgs.LowState_)  # filled in place at every publish
+        self._sport = codec.zero(msgs.SportModeState_)
         self.running = True
         self.started = False
         self.history: dict = {k: [] for k in ("t", "z", "mode", "kp_max", "buttons")}
@@ -152,19 +153,19 @@ class Go2Sim:
 
     # ------------------------------------------------------------- incoming
     def drain(self) -> None:
-        for msg in go2.take(self.cmd_reader, msgs.LowCmd_):
+        for msg in dds.take(self.cmd_reader, msgs.LowCmd_):
             if self.drivers.submit(msg, self.robot.now()) is None:
                 self.started = self.started or not self.freeze
-        for request in go2.take(self.rpc_reader, msgs.Request_):
+        for request in dds.take(self.rpc_reader, msgs.Request_):
             self._answer(request)
 
     def _answer(self, request) -> None:
         self.counters["rpc"] += 1
         api = int(request.header.identity.api_id)
         data, code = "", 0
-        if api == go2.API_CHECK_MODE:
+        if api == motion_switcher.API_CHECK_MODE:
             data = json.dumps({"name": "normal" if self.drivers.sport_mode else "", "form": "0"})
-        elif api == go2.API_RELEASE_MODE:
+        elif api == motion_switcher.API_RELEASE_MODE:
             self.drivers.sport_mode = False
         else:
             code = 3203  # RPC_ERR_SERVER_API_NOT_IMPL
@@ -182,9 +183,9 @@ class Go2Sim:
         m = self.robot.read()
         now = self.robot.now()
         buttons = self.buttons()
-        go2.lowstate_from_measurement(m, self.perm, round(1e3 * now), buttons, self._state)
+        conversions.lowstate_from_measurement(m, self.perm, round(1e3 * now), buttons, self._state)
         self.state_writer.write(self._state)
-        self.sport_writer.write(go2.sport_state_from_measurement(m, now, self._sport))
+        self.sport_writer.write(conversions.sport_state_from_measurement(m, now, self._sport))
         self.counters["published"] += 1
         if self.counters["published"] % HISTORY_EVERY == 0:
             command = self.drivers.command
@@ -229,7 +230,7 @@ class Go2Sim:
         dt, last_publish = self.robot.dt, 0.0
         while self.running and time.perf_counter() < end:
             self.drain()
-            steps = go2.take(self.step_reader, msgs.Step_)
+            steps = dds.take(self.step_reader, msgs.Step_)
             if not steps:
                 if not self.counters["steps"] and time.perf_counter() - last_publish > 0.02:
                     self.publish()
@@ -280,13 +281,13 @@ def make_robot(backend: str, timestep: float, q0, command_timeout: float, dampin
 
     model = dynamics.load_robot("go2")
     if backend == "mujoco":
-        from .backends.mujoco_sim import MuJoCoRobot
+        from ..backends.mujoco_sim import MuJoCoRobot
 
         robot = MuJoCoRobot(model, timestep=timestep, q0=q0)
     elif backend == "sim":
         import contact
 
-        from .backends.jax_sim import SimRobot
+        from ..backends.jax_sim import SimRobot
 
         params = contact.StepParams(terrain=contact.flat(friction=0.8), dt=timestep)
         robot = SimRobot(model, params=params, q0=q0)
@@ -301,11 +302,11 @@ def make_robot(backend: str, timestep: float, q0, command_timeout: float, dampin
 
 @contextlib.contextmanager
 def spawn(args=(), *, startup_timeout: float = 60.0, stderr=None):
-    """Start `python -m hardware.go2_sim *args`, wait for its ready line; yields the
+    """Start `python -m hardware.go2.sim *args`, wait for its ready line; yields the
     process, always stopped on exit (terminate, then kill)."""
-    from .robot_server import spawn as spawn_module
+    from ..robot_server import spawn as spawn_module
 
-    module = "hardware.go2_sim"
+    module = "hardware.go2.sim"
     with spawn_module(args, startup_timeout=startup_timeout, stderr=stderr, module=module) as (
         proc,
         _,
@@ -331,7 +332,7 @@ def main(argv=None) -> dict:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     q0 = None if args.q0 is None else np.array(json.loads(args.q0), dtype=float)
     robot = make_robot(args.backend, args.timestep, q0, args.command_timeout, args.damping_kd)
-    domain, participant = go2.open_domain(args.domain, args.interface or None)
+    domain, participant = dds.open_domain(args.domain, args.interface or None)
     sim = Go2Sim(robot, participant, freeze=args.freeze, press=args.press,
                  sport_mode=args.sport_mode, lockstep=args.lockstep)  # fmt: skip
 

@@ -4,19 +4,11 @@
     control_loop.run(robot, StandUpController(robot.joint_map), SafetyLayer(robot.joint_map), ...)
 
 The same class drives the real robot (DDS domain 0, the wired network card), Unitree's
-`unitree_mujoco` (domain 1, `lo`) and our simulated Go2 (`python -m hardware.go2_sim`,
-any domain, `lo`). Message types and the CRC: `backends.unitree_msgs`.
+`unitree_mujoco` (domain 1, `lo`) and our simulated Go2 (`python -m hardware.go2.sim`,
+any domain, `lo`). Message types: `messages`; slot order and field mapping: `conversions`.
 
-Joint order: the SDK numbers the 12 motors FR, FL, RR, RL (each hip, thigh, calf) in slots 0-11
-of the 20-slot motor arrays; the model's order is FL, FR, RL, RR. `SDK_JOINT_NAMES` lists the
-slots by the model's joint names and `JointMap.permutation` maps: `ours = sdk[perm]`,
-`sdk[perm] = ours`. Slots 12-19 stay zero (mode 0: off).
-
-State (`rt/lowstate`, 500 Hz) -> `Measurement` (conventions of `hardware.interface`):
-    joint_q, joint_qd, joint_tau   <- motor_state[slot].q, dq, tau_est
-    base_quat [x, y, z, w]         <- imu_state.quaternion [w, x, y, z] (base to world)
-    base_angular_velocity          <- imu_state.gyroscope (base frame)
-    base_linear_acceleration       <- imu_state.accelerometer (specific force, base frame)
+State (`rt/lowstate`, 500 Hz) -> `Measurement` (conventions of `hardware.interface`; fields as
+in `conversions`):
     base_position, base_linear_velocity  <- `rt/sportmodestate` position, R^T velocity (world to
         base), when one arrived within `state_timeout`; else None. unitree_mujoco and our
         simulator publish the true base state there; on the robot it is Unitree's estimator,
@@ -42,12 +34,9 @@ measurement says `RobotMode.ESTOP`, which puts the safety layer in its ESTOP. `e
 the same from software.
 
 Sport mode. On the robot, Unitree's sport service drives the motors too until it is released:
-`release_sport_mode()` (or `Go2Robot(..., release_sport_mode=True)`) asks the motion-switcher
-service (`rt/api/motion_switcher/request`, CheckMode 1001 / ReleaseMode 1003) until no mode is
-active. If nothing answers (firmware without the service), stop the sport service by hand
-before arming: lay the robot down, and in Unitree's app turn the sport-mode service off (or
-run Unitree SDK 2's motion-switcher example, which calls ReleaseMode). unitree_mujoco has no
-sport service; our simulated Go2 models one with `--sport-mode`.
+`Go2Robot(..., release_sport_mode=True)` releases it through the motion-switcher service
+before the first command goes out (`motion_switcher`, which also says how to release it by
+hand). unitree_mujoco has no sport service; our simulated Go2 models one with `--sport-mode`.
 
 `LockstepGo2Robot` is the same link in robot time, for our simulated Go2 with `--lockstep`
 only: a controller slower than real time (the MPC here) then runs over the same messages.
@@ -55,313 +44,41 @@ only: a controller slower than real time (the MPC here) then runs over the same 
 
 from __future__ import annotations
 
-import enum
-import itertools
-import json
 import logging
 import threading
 import time
 
 import numpy as np
 
-from ..interface import JointCommand, JointMap, Measurement, RobotMode, rotation_from_quat
+from ..interface import JointCommand, JointMap, Measurement, RobotMode
 from ..motor import MotorDriver
 from ..timing import TimingStats
-from . import unitree_msgs as msgs
+from . import messages as msgs
+from .conversions import (
+    Buttons,
+    base_from_sport_state,
+    lowcmd_from_command,
+    measurement_from_lowstate,
+    new_lowcmd,
+    remote_buttons,
+    sdk_permutation,
+)
+from .dds import (
+    TOPIC_LOWCMD,
+    TOPIC_LOWSTATE,
+    TOPIC_SPORTSTATE,
+    TOPIC_STEP,
+    make_reader,
+    make_writer,
+    open_domain,
+    take,
+)
+from .motion_switcher import release_sport_mode_or_none
 
 logger = logging.getLogger(__name__)
 
-SDK_JOINT_NAMES = tuple(
-    f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")
-)
-NUM_JOINTS = len(SDK_JOINT_NAMES)
 COMMAND_RATE = 500.0  # [Hz] LowCmd rate of the SDK's examples and unitree_mujoco
-TOPIC_LOWCMD, TOPIC_LOWSTATE, TOPIC_SPORTSTATE = "rt/lowcmd", "rt/lowstate", "rt/sportmodestate"
-TOPIC_STEP = "rt/diffloco/step"  # lockstep with our simulated Go2 only (`LockstepGo2Robot`)
-MOTION_SWITCHER = "rt/api/motion_switcher"
-API_CHECK_MODE, API_RELEASE_MODE = 1001, 1003
-
-
-class Buttons(enum.IntFlag):
-    """Button bits of `wireless_remote` bytes 2-3 (little-endian uint16)."""
-
-    R1 = 1 << 0
-    L1 = 1 << 1
-    START = 1 << 2
-    SELECT = 1 << 3
-    R2 = 1 << 4
-    L2 = 1 << 5
-    F1 = 1 << 6
-    F3 = 1 << 7
-    A = 1 << 8
-    B = 1 << 9
-    X = 1 << 10
-    Y = 1 << 11
-    UP = 1 << 12
-    RIGHT = 1 << 13
-    DOWN = 1 << 14
-    LEFT = 1 << 15
-
-
 DEFAULT_ESTOP = Buttons.L2 | Buttons.B
-
-
-# --------------------------------------------------------------------------- DDS set-up
-def dds_config(interface: str | None) -> str:
-    """Cyclone DDS configuration XML: the named network interface (`lo`, `eth0`, ...) or, with
-    None, the one Cyclone picks."""
-    if interface is None:
-        nic = '<NetworkInterface autodetermine="true" priority="default" multicast="default"/>'
-    else:
-        nic = f'<NetworkInterface name="{interface}" priority="default" multicast="default"/>'
-    return (
-        '<?xml version="1.0" encoding="UTF-8" ?><CycloneDDS><Domain Id="any"><General>'
-        f"<Interfaces>{nic}</Interfaces></General></Domain></CycloneDDS>"
-    )
-
-
-def open_domain(domain: int, interface: str | None):
-    """`(Domain, DomainParticipant)` on DDS domain `domain` over `interface` (keep both alive)."""
-    from cyclonedds.domain import Domain, DomainParticipant
-
-    return Domain(int(domain), dds_config(interface)), DomainParticipant(int(domain))
-
-
-def make_writer(participant, topic: str, cls):
-    from cyclonedds.pub import DataWriter
-    from cyclonedds.topic import Topic
-
-    return DataWriter(participant, Topic(participant, topic, cls))
-
-
-def make_reader(participant, topic: str, cls, depth: int = 1, reliable: bool = False):
-    """A reader keeping the newest `depth` samples; `take(reader, cls)` polls it.
-
-    Polled, not a listener: Cyclone calls listeners from its own threads holding its locks,
-    and a Python callback waiting for the GIL there deadlocked a process that was deleting
-    an entity (seen once in the tests)."""
-    from cyclonedds.qos import Policy, Qos
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
-
-    policies = [Policy.History.KeepLast(depth)]
-    if reliable:  # only against reliable writers (Cyclone's default, and the SDK's)
-        policies.append(Policy.Reliability.Reliable(max_blocking_time=0))
-    qos = Qos(*policies)
-    return DataReader(participant, Topic(participant, topic, cls), qos=qos)
-
-
-def take(reader, cls, n: int = 64) -> list:
-    """The samples waiting in `reader` (oldest first); dispose/unregister notices dropped."""
-    return [s for s in reader.take(n) if isinstance(s, cls)]
-
-
-# --------------------------------------------------------------------------- conversions
-def sdk_permutation(joint_map: JointMap) -> np.ndarray:
-    """`perm (12,)`: `ours = sdk[perm]`, `sdk[perm] = ours` (raises for another robot)."""
-    return joint_map.permutation(SDK_JOINT_NAMES)
-
-
-def remote_buttons(wireless_remote) -> int:
-    """The button bits (bytes 2-3, little-endian) of a 40-byte `wireless_remote`."""
-    b = bytes(wireless_remote)
-    return b[2] | (b[3] << 8)
-
-
-def remote_bytes(buttons: int = 0, lx=0.0, rx=0.0, ry=0.0, ly=0.0) -> list:
-    """A 40-byte `wireless_remote`: buttons at bytes 2-3, sticks lx, rx, ry, ly as float32 at
-    bytes 4, 8, 12, 20."""
-    out = bytearray(40)
-    out[2:4] = int(buttons).to_bytes(2, "little")
-    for offset, value in ((4, lx), (8, rx), (12, ry), (20, ly)):
-        out[offset : offset + 4] = np.float32(value).tobytes()
-    return list(out)
-
-
-def quat_wxyz(quat_xyzw) -> list:
-    x, y, z, w = (float(a) for a in quat_xyzw)
-    return [w, x, y, z]
-
-
-def quat_xyzw(quat_wxyz) -> np.ndarray:
-    w, x, y, z = (float(a) for a in quat_wxyz)
-    return np.array([x, y, z, w])
-
-
-def rpy_from_quat(quat_xyzw) -> list:
-    """Roll, pitch, yaw [rad] (Z-Y-X Euler angles, `R = Rz(yaw) Ry(pitch) Rx(roll)`)."""
-    r = rotation_from_quat(quat_xyzw)
-    pitch = float(np.arcsin(np.clip(-r[2, 0], -1.0, 1.0)))
-    return [float(np.arctan2(r[2, 1], r[2, 2])), pitch, float(np.arctan2(r[1, 0], r[0, 0]))]
-
-
-def lowcmd_from_command(command: JointCommand, perm, sample=None, mode=msgs.MOTOR_SERVO):
-    """A LowCmd_ carrying `command` (model order) in SDK slots 0-11, CRC set last. `sample`: a
-    LowCmd_ to fill in place (a new one by default)."""
-    msg = sample if sample is not None else new_lowcmd()
-    per_slot = {}
-    for name in JointCommand.ARRAYS:
-        slot_values = np.empty(NUM_JOINTS)
-        slot_values[perm] = getattr(command, name)
-        per_slot[name] = slot_values.tolist()
-    for s in range(NUM_JOINTS):
-        m = msg.motor_cmd[s]
-        m.mode = mode
-        m.q = per_slot["q_target"][s]
-        m.dq = per_slot["qd_target"][s]
-        m.tau = per_slot["tau_ff"][s]
-        m.kp = per_slot["kp"][s]
-        m.kd = per_slot["kd"][s]
-    return msgs.set_crc(msg)
-
-
-def new_lowcmd():
-    """An empty LowCmd_ with the header the robot expects (motors off, CRC not set)."""
-    msg = msgs.zero(msgs.LowCmd_)
-    msg.head = list(msgs.HEAD)
-    msg.level_flag = msgs.LEVEL_LOW
-    return msg
-
-
-def command_arrays(msg, perm) -> dict:
-    """`{mode, q, dq, tau, kp, kd}` of a LowCmd_, each `(12,)` in the model's joint order."""
-    motors = msg.motor_cmd[:NUM_JOINTS]
-    out = {
-        k: np.array([getattr(m, k) for m in motors], dtype=float)[perm]
-        for k in ("q", "dq", "tau", "kp", "kd")
-    }
-    out["mode"] = np.array([m.mode for m in motors], dtype=int)[perm]
-    return out
-
-
-def lowstate_from_measurement(m: Measurement, perm, tick_ms=0, buttons=0, sample=None):
-    """The LowState_ a Go2 sends for measurement `m` (model order in, SDK slots out), CRC set;
-    `sample`: a LowState_ to fill in place (a new one by default)."""
-    msg = sample if sample is not None else msgs.zero(msgs.LowState_)
-    msg.head = list(msgs.HEAD)
-    msg.level_flag = msgs.LEVEL_LOW
-    imu = msg.imu_state
-    imu.quaternion = quat_wxyz(m.base_quat)
-    imu.gyroscope = [float(a) for a in m.base_angular_velocity]
-    imu.accelerometer = [float(a) for a in m.base_linear_acceleration]
-    imu.rpy = rpy_from_quat(m.base_quat)
-    tau = np.zeros(NUM_JOINTS) if m.joint_tau is None else m.joint_tau
-    for name, source in (("q", m.joint_q), ("dq", m.joint_qd), ("tau_est", tau)):
-        slot_values = np.empty(NUM_JOINTS)
-        slot_values[perm] = source
-        for s, value in enumerate(slot_values.tolist()):
-            setattr(msg.motor_state[s], name, value)
-    for s in range(NUM_JOINTS):
-        msg.motor_state[s].mode = msgs.MOTOR_SERVO
-    msg.tick = int(tick_ms) & 0xFFFFFFFF
-    msg.wireless_remote = remote_bytes(buttons)
-    return msgs.set_crc(msg)
-
-
-def measurement_from_lowstate(msg, perm, *, timestamp: float, sequence: int, robot_mode):
-    """The `Measurement` of a LowState_ (no base position/velocity: see `with_sport_state`)."""
-    motors = msg.motor_state[:NUM_JOINTS]
-    imu = msg.imu_state
-    return Measurement(
-        timestamp=timestamp,
-        sequence=sequence,
-        joint_q=np.array([m.q for m in motors], dtype=float)[perm],
-        joint_qd=np.array([m.dq for m in motors], dtype=float)[perm],
-        base_quat=quat_xyzw(imu.quaternion),
-        base_angular_velocity=np.array(imu.gyroscope, dtype=float),
-        base_linear_acceleration=np.array(imu.accelerometer, dtype=float),
-        joint_tau=np.array([m.tau_est for m in motors], dtype=float)[perm],
-        robot_mode=robot_mode,
-    )
-
-
-def sport_state_from_measurement(m: Measurement, stamp: float, sample=None):
-    """The SportModeState_ of a simulated robot: its true base position and world velocity
-    (`sample`: one to fill in place)."""
-    msg = sample if sample is not None else msgs.zero(msgs.SportModeState_)
-    msg.stamp.sec = int(stamp)
-    msg.stamp.nanosec = int(round((stamp - int(stamp)) * 1e9)) % 1_000_000_000
-    msg.imu_state.quaternion = quat_wxyz(m.base_quat)
-    msg.imu_state.gyroscope = [float(a) for a in m.base_angular_velocity]
-    msg.imu_state.accelerometer = [float(a) for a in m.base_linear_acceleration]
-    msg.imu_state.rpy = rpy_from_quat(m.base_quat)
-    rotation = rotation_from_quat(m.base_quat)
-    msg.position = [float(a) for a in m.base_position]
-    msg.body_height = float(m.base_position[2])
-    msg.velocity = [float(a) for a in rotation @ m.base_linear_velocity]
-    msg.yaw_speed = float((rotation @ m.base_angular_velocity)[2])
-    return msg
-
-
-def base_from_sport_state(msg) -> tuple[np.ndarray, np.ndarray]:
-    """`(position (3,) world, linear velocity (3,) base frame)` of a SportModeState_."""
-    rotation = rotation_from_quat(quat_xyzw(msg.imu_state.quaternion))
-    position = np.array(msg.position, dtype=float)
-    return position, rotation.T @ np.array(msg.velocity, dtype=float)
-
-
-# --------------------------------------------------------------------------- motion switcher
-class MotionSwitcher:
-    """Client of the robot's motion-switcher service (JSON over `unitree_api` Request_/Response_):
-    `check_mode()` -> the active mode's name ("" when none), `release_mode()`."""
-
-    _ids = itertools.count(int(time.time() * 1e3))
-
-    def __init__(self, participant, timeout: float = 1.0):
-        self.timeout = timeout
-        self._writer = make_writer(participant, f"{MOTION_SWITCHER}/request", msgs.Request_)
-        self._reader = make_reader(participant, f"{MOTION_SWITCHER}/response", msgs.Response_, 8)
-
-    def call(self, api_id: int, parameter: dict | None = None) -> tuple[int, dict | None]:
-        """`(status code, decoded data)`; raises TimeoutError without an answer."""
-        rid = next(self._ids)
-        header = msgs.RequestHeader_(
-            msgs.RequestIdentity_(rid, api_id), msgs.RequestLease_(0), msgs.RequestPolicy_(0, False)
-        )
-        self._writer.write(msgs.Request_(header, json.dumps(parameter or {}), []))
-        deadline = time.perf_counter() + self.timeout
-        while time.perf_counter() < deadline:
-            for response in take(self._reader, msgs.Response_):
-                if int(response.header.identity.id) == rid:
-                    data = json.loads(response.data) if response.data else None
-                    return int(response.header.status.code), data
-            time.sleep(0.005)
-        raise TimeoutError(f"no motion-switcher answer to API {api_id}")
-
-    def check_mode(self) -> str:
-        code, data = self.call(API_CHECK_MODE)
-        if code != 0:
-            raise RuntimeError(f"motion switcher CheckMode failed with code {code}")
-        return (data or {}).get("name", "")
-
-    def release_mode(self) -> int:
-        return self.call(API_RELEASE_MODE)[0]
-
-
-def release_sport_mode(participant, timeout: float = 10.0, poll: float = 0.5) -> str:
-    """Release whatever mode the motion switcher runs (sport mode) until none is active; returns
-    the mode that was released ("" if none was). Raises TimeoutError when the service does not
-    answer or the mode stays active (see the module docstring for the manual way)."""
-    switcher = MotionSwitcher(participant)
-    deadline = time.perf_counter() + timeout
-    released = ""
-    while True:
-        try:
-            mode = switcher.check_mode()
-        except TimeoutError:
-            if time.perf_counter() > deadline:
-                raise TimeoutError(
-                    "the motion-switcher service did not answer: release sport mode by hand "
-                    "(see hardware.backends.unitree_go2) before arming"
-                ) from None
-            continue
-        if not mode:
-            return released
-        released = released or mode
-        if time.perf_counter() > deadline:
-            raise TimeoutError(f"sport mode {mode!r} is still active after {timeout} s")
-        switcher.release_mode()
-        time.sleep(poll)
 
 
 # --------------------------------------------------------------------------- the robot
@@ -576,14 +293,9 @@ class Go2Robot:
             setattr(self, name, None)  # Cyclone deletes the entities with their last reference
 
 
-def release_sport_mode_or_none(participant, release: bool) -> str | None:
-    """`release_sport_mode(participant)` if asked (the released mode's name), else None."""
-    return release_sport_mode(participant) if release else None
-
-
 class LockstepGo2Robot(Go2Robot):
     """A `SimulatedRobot` over the Go2's topics, for our simulated Go2 in lockstep (`python -m
-    hardware.go2_sim --lockstep`): the same messages, CRC, slot order and drivers as
+    hardware.go2.sim --lockstep`): the same messages, CRC, slot order and drivers as
     `Go2Robot`, but in robot time, so a controller slower than real time (the MPC here) runs
     through the robot's protocol deterministically.
 

@@ -1,0 +1,204 @@
+"""Go2 messages <-> this project's `Measurement` and `JointCommand` (conventions of
+`hardware.interface`).
+
+Joint order: the SDK numbers the 12 motors FR, FL, RR, RL (each hip, thigh, calf) in slots 0-11
+of the 20-slot motor arrays; the model's order is FL, FR, RL, RR. `SDK_JOINT_NAMES` lists the
+slots by the model's joint names and `JointMap.permutation` maps: `ours = sdk[perm]`,
+`sdk[perm] = ours`. Slots 12-19 stay zero (mode 0: off).
+
+LowState_ -> `Measurement` (`measurement_from_lowstate`):
+    joint_q, joint_qd, joint_tau   <- motor_state[slot].q, dq, tau_est
+    base_quat [x, y, z, w]         <- imu_state.quaternion [w, x, y, z] (base to world)
+    base_angular_velocity          <- imu_state.gyroscope (base frame)
+    base_linear_acceleration       <- imu_state.accelerometer (specific force, base frame)
+SportModeState_ -> base position (world frame) and linear velocity `R^T velocity` (world to
+base frame) (`base_from_sport_state`).
+
+`JointCommand` -> LowCmd_ (`lowcmd_from_command`): q_target, qd_target, tau_ff, kp, kd ->
+`motor_cmd[slot]` q, dq, tau, kp, kd with mode 0x01 on slots 0-11, `head` 0xFE 0xEF,
+`level_flag` 0xFF, the CRC set last. The other directions (`lowstate_from_measurement`,
+`sport_state_from_measurement`, `command_arrays`) are the simulated Go2's.
+
+`wireless_remote`: 40 bytes, the button bits (`Buttons`) at bytes 2-3 (little-endian uint16),
+the sticks lx, rx, ry, ly as float32 at bytes 4, 8, 12, 20.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ..interface import JointCommand, JointMap, Measurement, rotation_from_quat
+from . import messages as msgs
+from .codec import zero
+from .crc import set_crc
+
+SDK_JOINT_NAMES = tuple(
+    f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")
+)
+NUM_JOINTS = len(SDK_JOINT_NAMES)
+
+
+class Buttons(enum.IntFlag):
+    """Button bits of `wireless_remote` bytes 2-3 (little-endian uint16)."""
+
+    R1 = 1 << 0
+    L1 = 1 << 1
+    START = 1 << 2
+    SELECT = 1 << 3
+    R2 = 1 << 4
+    L2 = 1 << 5
+    F1 = 1 << 6
+    F3 = 1 << 7
+    A = 1 << 8
+    B = 1 << 9
+    X = 1 << 10
+    Y = 1 << 11
+    UP = 1 << 12
+    RIGHT = 1 << 13
+    DOWN = 1 << 14
+    LEFT = 1 << 15
+
+
+def sdk_permutation(joint_map: JointMap) -> np.ndarray:
+    """`perm (12,)`: `ours = sdk[perm]`, `sdk[perm] = ours` (raises for another robot)."""
+    return joint_map.permutation(SDK_JOINT_NAMES)
+
+
+def remote_buttons(wireless_remote) -> int:
+    """The button bits (bytes 2-3, little-endian) of a 40-byte `wireless_remote`."""
+    b = bytes(wireless_remote)
+    return b[2] | (b[3] << 8)
+
+
+def remote_bytes(buttons: int = 0, lx=0.0, rx=0.0, ry=0.0, ly=0.0) -> list:
+    """A 40-byte `wireless_remote`: buttons at bytes 2-3, sticks lx, rx, ry, ly as float32 at
+    bytes 4, 8, 12, 20."""
+    out = bytearray(40)
+    out[2:4] = int(buttons).to_bytes(2, "little")
+    for offset, value in ((4, lx), (8, rx), (12, ry), (20, ly)):
+        out[offset : offset + 4] = np.float32(value).tobytes()
+    return list(out)
+
+
+def quat_wxyz(quat_xyzw) -> list:
+    x, y, z, w = (float(a) for a in quat_xyzw)
+    return [w, x, y, z]
+
+
+def quat_xyzw(quat_wxyz) -> np.ndarray:
+    w, x, y, z = (float(a) for a in quat_wxyz)
+    return np.array([x, y, z, w])
+
+
+def rpy_from_quat(quat_xyzw) -> list:
+    """Roll, pitch, yaw [rad] (Z-Y-X Euler angles, `R = Rz(yaw) Ry(pitch) Rx(roll)`)."""
+    r = rotation_from_quat(quat_xyzw)
+    pitch = float(np.arcsin(np.clip(-r[2, 0], -1.0, 1.0)))
+    return [float(np.arctan2(r[2, 1], r[2, 2])), pitch, float(np.arctan2(r[1, 0], r[0, 0]))]
+
+
+def lowcmd_from_command(command: JointCommand, perm, sample=None, mode=msgs.MOTOR_SERVO):
+    """A LowCmd_ carrying `command` (model order) in SDK slots 0-11, CRC set last. `sample`: a
+    LowCmd_ to fill in place (a new one by default)."""
+    msg = sample if sample is not None else new_lowcmd()
+    per_slot = {}
+    for name in JointCommand.ARRAYS:
+        slot_values = np.empty(NUM_JOINTS)
+        slot_values[perm] = getattr(command, name)
+        per_slot[name] = slot_values.tolist()
+    for s in range(NUM_JOINTS):
+        m = msg.motor_cmd[s]
+        m.mode = mode
+        m.q = per_slot["q_target"][s]
+        m.dq = per_slot["qd_target"][s]
+        m.tau = per_slot["tau_ff"][s]
+        m.kp = per_slot["kp"][s]
+        m.kd = per_slot["kd"][s]
+    return set_crc(msg)
+
+
+def new_lowcmd():
+    """An empty LowCmd_ with the header the robot expects (motors off, CRC not set)."""
+    msg = zero(msgs.LowCmd_)
+    msg.head = list(msgs.HEAD)
+    msg.level_flag = msgs.LEVEL_LOW
+    return msg
+
+
+def command_arrays(msg, perm) -> dict:
+    """`{mode, q, dq, tau, kp, kd}` of a LowCmd_, each `(12,)` in the model's joint order."""
+    motors = msg.motor_cmd[:NUM_JOINTS]
+    out = {
+        k: np.array([getattr(m, k) for m in motors], dtype=float)[perm]
+        for k in ("q", "dq", "tau", "kp", "kd")
+    }
+    out["mode"] = np.array([m.mode for m in motors], dtype=int)[perm]
+    return out
+
+
+def lowstate_from_measurement(m: Measurement, perm, tick_ms=0, buttons=0, sample=None):
+    """The LowState_ a Go2 sends for measurement `m` (model order in, SDK slots out), CRC set;
+    `sample`: a LowState_ to fill in place (a new one by default)."""
+    msg = sample if sample is not None else zero(msgs.LowState_)
+    msg.head = list(msgs.HEAD)
+    msg.level_flag = msgs.LEVEL_LOW
+    imu = msg.imu_state
+    imu.quaternion = quat_wxyz(m.base_quat)
+    imu.gyroscope = [float(a) for a in m.base_angular_velocity]
+    imu.accelerometer = [float(a) for a in m.base_linear_acceleration]
+    imu.rpy = rpy_from_quat(m.base_quat)
+    tau = np.zeros(NUM_JOINTS) if m.joint_tau is None else m.joint_tau
+    for name, source in (("q", m.joint_q), ("dq", m.joint_qd), ("tau_est", tau)):
+        slot_values = np.empty(NUM_JOINTS)
+        slot_values[perm] = source
+        for s, value in enumerate(slot_values.tolist()):
+            setattr(msg.motor_state[s], name, value)
+    for s in range(NUM_JOINTS):
+        msg.motor_state[s].mode = msgs.MOTOR_SERVO
+    msg.tick = int(tick_ms) & 0xFFFFFFFF
+    msg.wireless_remote = remote_bytes(buttons)
+    return set_crc(msg)
+
+
+def measurement_from_lowstate(msg, perm, *, timestamp: float, sequence: int, robot_mode):
+    """The `Measurement` of a LowState_ (no base position/velocity: see `with_sport_state`)."""
+    motors = msg.motor_state[:NUM_JOINTS]
+    imu = msg.imu_state
+    return Measurement(
+        timestamp=timestamp,
+        sequence=sequence,
+        joint_q=np.array([m.q for m in motors], dtype=float)[perm],
+        joint_qd=np.array([m.dq for m in motors], dtype=float)[perm],
+        base_quat=quat_xyzw(imu.quaternion),
+        base_angular_velocity=np.array(imu.gyroscope, dtype=float),
+        base_linear_acceleration=np.array(imu.accelerometer, dtype=float),
+        joint_tau=np.array([m.tau_est for m in motors], dtype=float)[perm],
+        robot_mode=robot_mode,
+    )
+
+
+def sport_state_from_measurement(m: Measurement, stamp: float, sample=None):
+    """The SportModeState_ of a simulated robot: its true base position and world velocity
+    (`sample`: one to fill in place)."""
+    msg = sample if sample is not None else zero(msgs.SportModeState_)
+    msg.stamp.sec = int(stamp)
+    msg.stamp.nanosec = int(round((stamp - int(stamp)) * 1e9)) % 1_000_000_000
+    msg.imu_state.quaternion = quat_wxyz(m.base_quat)
+    msg.imu_state.gyroscope = [float(a) for a in m.base_angular_velocity]
+    msg.imu_state.accelerometer = [float(a) for a in m.base_linear_acceleration]
+    msg.imu_state.rpy = rpy_from_quat(m.base_quat)
+    rotation = rotation_from_quat(m.base_quat)
+    msg.position = [float(a) for a in m.base_position]
+    msg.body_height = float(m.base_position[2])
+    msg.velocity = [float(a) for a in rotation @ m.base_linear_velocity]
+    msg.yaw_speed = float((rotation @ m.base_angular_velocity)[2])
+    return msg
+
+
+def base_from_sport_state(msg) -> tuple[np.ndarray, np.ndarray]:
+    """`(position (3,) world, linear velocity (3,) base frame)` of a SportModeState_."""
+    rotation = rotation_from_quat(quat_xyzw(msg.imu_state.quaternion))
+    position = np.array(msg.position, dtype=float)
+    return position, rotation.T @ np.array(msg.velocity, dtype=float)
