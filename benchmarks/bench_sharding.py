@@ -1,4 +1,4 @@
-"""Scale-out code paths (issue 17) on fake CPU devices: SHAC environment steps/s against the
+"""Scale-out code paths on fake CPU devices: SHAC environment steps/s against the
 device count, and batched FDDP throughput against the batch size.
 
     python benchmarks/bench_sharding.py                      # prints; --write updates BENCHMARKS.md
@@ -128,8 +128,8 @@ def render(training: list[dict], batch: dict, args) -> str:
         "partitioning and collective overhead. These rows show that the sharded code paths run "
         "and what they cost here; the gain needs real devices (GPUs, or hosts), which this "
         "machine does not have. Correctness (same results on 1, 2, 4 devices and two "
-        "processes) is what tests/test_sharded_training.py and tests/test_batched_trajopt.py "
-        "check.",
+        "processes) is what tests/learning/test_sharded_training.py and "
+        "tests/trajopt/test_batched_trajopt.py check.",
         "",
         f"SHAC, Solo12, {args.envs} environments (global batch) x horizon {args.horizon}, "
         f"float64, compiled with XLA's fast-compile level (`fast_compile=True`: shorter "

@@ -9,7 +9,8 @@ body in base-frame coordinates (`u` linear, `w` angular, inertia `I`), explicit 
 
     dE = dt^2 / 2 (m |w x u|^2 + (w x I w)^T I^-1 (w x I w))        (second order in dt)
 
-(`tests/test_contact_physics.py::coriolis_energy_gain`; contacts only dissipate). Measured here:
+(`tests/contact/test_contact_physics.py::coriolis_energy_gain`; contacts only dissipate).
+Measured here:
 
 1. a free spinning body: a 0.2 x 0.1 x 0.05 m, 1 kg box without gravity or contact, spinning
    about the axis (1, 1, 1) at 5-50 rad/s (its kinetic energy is exactly constant): the

@@ -1,4 +1,4 @@
-"""How the smooth model's `kappa` trades fidelity for gradient quality (issue 3).
+"""How the smooth model's `kappa` trades fidelity for gradient quality.
 
     python benchmarks/kappa_tradeoff.py [--kappas 100,300,1000,3000,10000,100000] [--quick]
                                         [--output BENCHMARKS.md]
@@ -14,7 +14,7 @@ Fidelity (difference from `hard`, the kappa -> inf limit, and from textbook phys
               (hard: 0; positive = hovering on the activation zone, negative = sunk in).
     push      weightless box drifting 1 cm above the plate at 1 m/s, pushed down at
               vz0 = -0.125 m/s: final vx error vs hard [mm/s] (impact friction: 0.9 m/s).
-Gradient quality on the push problem of tests/test_contact_gradients.py (choose vz0 so that
+Gradient quality on the push problem of tests/contact/test_contact_gradients.py (choose vz0 so that
 vx_T = 0.9 m/s), over a grid of vz0 from -0.2 to -0.002 m/s (approach and contact):
     inform.   fraction of grid points with d vx_T / d vz0 > 1e-9 (hard: only after contact).
     spike     max / median of |d vx_T / d vz0| over the contact part of the grid (1 = a
@@ -226,7 +226,8 @@ def render(rows: list[Row], s: Settings) -> str:
         "float64). Box (1 kg, 8 corners), mu = 0.8, dt = 2 ms, bias = 8, margin = 2 cm; the "
         "last row is `hard`. Columns are defined in `benchmarks/kappa_tradeoff.py`: fidelity = "
         "differences from `hard` (stopping distance, resting height, push-problem final vx); "
-        "gradient quality on the push problem of tests/test_contact_gradients.py over vz0 in "
+        "gradient quality on the push problem of tests/contact/test_contact_gradients.py over "
+        "vz0 in "
         f"[-0.2, -0.002] m/s ({s.grid} points) and Adam from {len(s.starts)} starts "
         f"{list(s.starts)} m/s ({s.iterations} iterations).",
         "",

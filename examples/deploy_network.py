@@ -83,10 +83,10 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
     latency compensation (`RealTimeMPC`); `substeps`, `contact`, `sweeps`, `derivatives`
     (of the impulse solve, `trajopt.problem.Problem`; "compiled" by default: the implicit
-    derivatives in generated C, the cycle that walks, BENCHMARKS.md "MPC in real time"): the
-    MPC's planning model. `solver`:
-    "process" (the solves in a process of their own) or "thread"; `solver_core`: the core that
-    process runs on, the robot process and this one on the others ("auto": the last core when
+    derivatives in generated C, the cycle that walks, BENCHMARKS.md "MPC", "real time over
+    UDP against MuJoCo"): the MPC's planning model. `solver`: "process" (the solves in a
+    process of their own) or "thread"; `solver_core`: the core that process runs on, the
+    robot process and this one on the others ("auto": the last core when
     there are two or more; None: not pinned)."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep

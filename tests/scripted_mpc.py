@@ -1,6 +1,6 @@
 """An MPC whose solver is scripted (no FDDP, no compilation), built inside a solver process by
 `controllers.mpc_process.SolverProcess(..., factory="scripted_mpc:scripted_mpc")`
-(tests/test_mpc_process.py). The plan of a solve from `x0` has the controls
+(tests/controllers/test_mpc_process.py). The plan of a solve from `x0` has the controls
 `x0.u_prev + 0.01 (k + 1)` at knot k and every knot state equal to `x0`."""
 
 import numpy as np

@@ -3,7 +3,7 @@ the solver thread solves from the newest measurement, the plan's time origin is 
 measurement's time (a late plan is used from the knot that contains the current time), the
 Riccati feedback equals `K_k (x (-) x_k)` computed here by hand, a solver bug stops the thread
 and makes calls raise, `close` stops it. The end-to-end run over UDP against MuJoCo is the slow
-test in tests/test_mpc.py."""
+test in tests/controllers/test_mpc.py."""
 
 import threading
 import time

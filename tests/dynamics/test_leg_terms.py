@@ -1,7 +1,7 @@
 """The base-frame terms leg by leg and the Jacobian rule built on them (`dynamics.leg_terms`).
 
 Against the dense terms (`floating_base_terms.base_frame_terms`, which
-`tests/test_floating_base_terms.py` checks against Pinocchio) and against the generic rule
+`tests/dynamics/test_floating_base_terms.py` checks against Pinocchio) and against the generic rule
 (`jacfwd` of the dense terms): values, `jacfwd`, `jvp`, `grad` and nested `vmap`, to 1e-12, for
 every robot at random configurations, velocities and base-frame gravities; feet in the robot's
 order (ANYmal C lists them in another order than its legs) and two frames per leg. Trees the

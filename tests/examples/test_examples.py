@@ -155,7 +155,8 @@ def test_deploy_mujoco_example(tmp_path):
 
 def test_deploy_mujoco_example_with_the_mpc(tmp_path):
     """Tiny settings: the 3-knot solo12 problem of the solve_trot test (compiled there),
-    0.3 s on MuJoCo through the interface; the walking itself is tests/test_mpc.py's (slow)."""
+    0.3 s on MuJoCo through the interface; the walking itself is
+    tests/controllers/test_mpc.py's (slow)."""
     pytest.importorskip("mujoco")
     summary = _load("deploy_mujoco").main(
         ["--robot", "solo12", "--controller", "mpc", "--seconds", "0.3", "--horizon", "0.06",
@@ -178,7 +179,8 @@ def test_deploy_network_example(tmp_path):
 
 def test_deploy_network_example_with_the_mpc_in_lockstep(tmp_path):
     """Tiny settings: the 3-knot solo12 MPC of the solve_trot test (compiled there), 0.3 s over
-    UDP to a lockstep MuJoCo robot process; the walking itself is tests/test_mpc.py's (slow)."""
+    UDP to a lockstep MuJoCo robot process; the walking itself is
+    tests/controllers/test_mpc.py's (slow)."""
     pytest.importorskip("mujoco")
     summary = _load("deploy_network").main(
         ["--robot", "solo12", "--controller", "mpc", "--lockstep", "--seconds", "0.3",
@@ -245,12 +247,12 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
     of this test), median cycles 11.1-16.6 ms, peak joint speeds 0.61-0.95 of the limits.
     Before the real-time planner's control-rate weight
     (`controllers.realtime_mpc.REAL_TIME_WEIGHTS`), one iteration per cycle walked at most 14
-    of 20 runs and every run's calves exceeded 1.2x their limits (BENCHMARKS.md, "MPC in real
-    time at 50 Hz")."""
+    of 20 runs and every run's calves exceeded 1.2x their limits (BENCHMARKS.md, "MPC", "real
+    time over UDP against MuJoCo")."""
     pytest.importorskip("mujoco")
-    from trajopt import compiled_knots
+    from trajopt import generated_code
 
-    if not compiled_knots.compiler_available():
+    if not generated_code.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")
     walked, runs = 0, []
     for attempt in range(REAL_TIME_ATTEMPTS):
@@ -269,8 +271,9 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
 
 @pytest.mark.slow
 def test_the_mpc_trots_over_the_network_in_lockstep_for_5_s(tmp_path):
-    """Go2, the MPC of tests/test_mpc.py's MuJoCo test, over UDP to a lockstep MuJoCo robot
-    process. Measured 2026-11-30: 0.504 m/s after 1.5 s, minimum base height 0.321 m, 193 s."""
+    """Go2, the MPC of tests/controllers/test_mpc.py's MuJoCo test, over UDP to a lockstep
+    MuJoCo robot process. Measured 2026-11-30: 0.504 m/s after 1.5 s, minimum base height
+    0.321 m, 193 s."""
     pytest.importorskip("mujoco")
     summary = _load("deploy_network").main(
         ["--controller", "mpc", "--lockstep", "--velocity", "0.5", "--seconds", "5",
@@ -417,7 +420,8 @@ def test_the_distilled_policy_walks_the_issues_whole_grid(tmp_path):
     policy, no RL) walks 10 s at each command from standing, in this project's
     simulator with smooth and with hard contact, no fall, mean velocity error under 0.15 m/s at
     every command; exported, it walks 20 s at 0.5 m/s in MuJoCo through the hardware interface
-    and the safety layer. Not every network seed passes: BENCHMARKS.md, "Averaged students"."""
+    and the safety layer. Not every network seed passes: BENCHMARKS.md, "Trained policy",
+    "distilled policies"."""
     pytest.importorskip("mujoco")
     from learning.evaluation import evaluate_policy
     from learning.plant import Plant

@@ -2,7 +2,7 @@
 dataset file, behaviour cloning against a known teacher, DART with a scripted expert, and a
 policy cloned from one saved run of the real MPC expert (tests/data) that walks alone. The
 end-to-end build (FDDP solves, cloning, DAgger with the MPC, closed-loop evaluation) runs in
-tests/test_examples.py::test_distill_policy_example."""
+tests/examples/test_examples.py::test_distill_policy_example."""
 
 import zlib
 
