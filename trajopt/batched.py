@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from . import fddp, sharding, shooting
+from . import fddp, knot_backends, sharding, shooting
 from . import problem as P
 
 # status codes inside the compiled iteration
@@ -173,14 +173,10 @@ CACHE_SIZE = 2  # batched structures are the largest executables: keep few
 
 def _compiled(problem, batch, tolerance, defect_tolerance, mesh) -> _Batched:
     key = (shooting.structure_key(problem), batch, tolerance, defect_tolerance, mesh)
-    fn = COMPILED_STRUCTURES.get(key)
-    if fn is None:
-        fn = COMPILED_STRUCTURES[key] = _Batched(problem, tolerance, defect_tolerance, mesh)
-        while len(COMPILED_STRUCTURES) > CACHE_SIZE:
-            COMPILED_STRUCTURES.popitem(last=False)
-            gc.collect()
-    COMPILED_STRUCTURES.move_to_end(key)
-    return fn
+    return knot_backends.lru_lookup(
+        COMPILED_STRUCTURES, key,
+        lambda: _Batched(problem, tolerance, defect_tolerance, mesh), CACHE_SIZE,
+    )  # fmt: skip
 
 
 def clear_compiled() -> None:

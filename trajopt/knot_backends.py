@@ -40,14 +40,31 @@ def backend_class(problem: P.Problem) -> type:
 def for_problem(problem: P.Problem) -> KnotBackend:
     """The knot backend of `problem`'s structure, from the LRU cache (built on a miss; the
     least recently used structure is dropped when the cache holds more than `cache_size()`)."""
-    key = structure_key(problem)
-    backend = CACHED.get(key)
-    if backend is not None:
-        CACHED.move_to_end(key)
-        return backend
-    backend = CACHED[key] = backend_class(problem)(problem)
-    _evict()
-    return backend
+    return lru_lookup(
+        CACHED, structure_key(problem), lambda: backend_class(problem)(problem), _CACHE_SIZE[0]
+    )
+
+
+def lru_lookup(cache: collections.OrderedDict, key, build, size: int):
+    """`cache[key]`, built by `build()` on a miss, marked most recently used; the least recently
+    used entries beyond `size` are dropped (the batched solves' cache uses it too)."""
+    value = cache.get(key)
+    if value is None:
+        value = cache[key] = build()
+        evict(cache, size)
+    cache.move_to_end(key)
+    return value
+
+
+def evict(cache: collections.OrderedDict, size: int) -> None:
+    """Drop the least recently used entries of `cache` beyond `size`, and free their
+    executables now (a garbage collection), not at the next collection."""
+    dropped = False
+    while len(cache) > size:
+        cache.popitem(last=False)
+        dropped = True
+    if dropped:
+        gc.collect()
 
 
 def cache_size() -> int:
@@ -61,16 +78,7 @@ def set_cache_size(size: int) -> None:
     if int(size) < 1:
         raise ValueError(f"the compiled cache holds at least one structure, got {size}")
     _CACHE_SIZE[0] = int(size)
-    _evict()
-
-
-def _evict() -> None:
-    dropped = False
-    while len(CACHED) > _CACHE_SIZE[0]:
-        CACHED.popitem(last=False)
-        dropped = True
-    if dropped:
-        gc.collect()  # free the executables now, not at the next collection
+    evict(CACHED, _CACHE_SIZE[0])
 
 
 def clear(jax_caches: bool = True) -> None:
