@@ -28,10 +28,22 @@ What the generated model contains (no meshes):
   ANYmal C's +-3 pi are left unlimited; Go2's real limits are kept.
 - A sphere geom of `foot_radius` per foot (named like the foot frame) in the body of the foot
   frame's parent joint at the frame's translation, and a `<site>` with the frame's full pose.
+- With `body_collisions=True` (off by default; the simulated robots turn it on), the links
+  touch the floor too, so a robot lying down rests on its trunk and legs instead of sinking
+  through. No meshes: each body's shape is the uniform box of its own mass and inertia (the
+  box with principal moments `I_k`, mass `m`, has edges `a_k = sqrt(6 (I_1 + I_2 + I_3 - 2 I_k)
+  / m)`), centred at its centre of mass with its principal axes, for the root (the trunk); for
+  the other bodies a capsule along the bone (from the body origin to each child joint, or to
+  its foot frames), of radius half the inertia box's smallest edge, so a calf's capsule ends
+  inside its foot sphere and never touches the floor before the foot does. Source: the link
+  inertias of the URDF (for Go2 the trunk box is 0.40 x 0.17 x 0.115 m, the height of
+  Unitree's own trunk collision box, 0.114 m, in MuJoCo Menagerie's go2.xml, to 1 mm; thigh and
+  calf radii 31 mm and 13 mm). Named `<body>_collision`, `rgba` translucent.
 - A floor plane through the world origin, optionally inclined (`floor_incline`).
-- Collision filtering: feet `contype=1 conaffinity=0`, floor `contype=0 conaffinity=1`, so the
-  only possible contact pair is foot-floor (MuJoCo collides two geoms when
-  `contype1 & conaffinity2 or contype2 & conaffinity1`): no self-collision, no foot-foot.
+- Collision filtering: feet (and link shapes) `contype=1 conaffinity=0`, floor `contype=0
+  conaffinity=1`, so the only possible contact pairs are with the floor (MuJoCo collides two
+  geoms when `contype1 & conaffinity2 or contype2 & conaffinity1`): no self-collision, no
+  foot-foot.
 - Actuators: with `actuators="motor"` (default) one `<motor gear="1">` per 1-DoF joint in `v[6:]`
   order, `ctrl` = joint torque/force, `ctrlrange = +-effort_limit` where finite. With
   `actuators="none"` there are none, and generalised forces go through `data.qfrc_applied`
@@ -199,6 +211,42 @@ def _limited(jtype: JointType, lo: float, hi: float) -> bool:
     return max(abs(lo), abs(hi)) <= _MAX_PRISMATIC
 
 
+def inertia_box(mass: float, inertia) -> tuple[np.ndarray, np.ndarray]:
+    """`(edges (3,) [m], axes (3, 3))`: the uniform box of `mass` [kg] with the inertia
+    `(3, 3)` [kg m^2] about its centre, `a_k = sqrt(6 (I_1 + I_2 + I_3 - 2 I_k) / m)` along the
+    principal axes (the columns of `axes`, right-handed)."""
+    moments, axes = np.linalg.eigh(np.asarray(inertia, dtype=float))
+    if np.linalg.det(axes) < 0:
+        axes[:, 2] = -axes[:, 2]
+    edges = np.sqrt(np.maximum(6.0 * (moments.sum() - 2.0 * moments) / mass, 0.0))
+    return edges, axes
+
+
+def _collision_geoms(jtype, mass, com, inertia, ends) -> list:
+    """The floor-touching shapes of one body (module docstring): the inertia box for the root
+    (`jtype` FREE_FLYER), else a capsule from the origin to each point of `ends` (its child
+    joints and feet, body frame)."""
+    edges, axes = inertia_box(mass, inertia)
+    common = dict(contype="1", conaffinity="0", rgba="0.5 0.5 0.6 0.3")
+    if jtype == FREE_FLYER:
+        quat = _rotation_to_quat_wxyz(axes)
+        box = ET.Element("geom", type="box", size=_fmt(edges / 2), pos=_fmt(com), **common)
+        box.set("quat", _fmt(quat))
+        return [box]
+    radius = 0.5 * float(np.min(edges))
+    out = []
+    for k, end in enumerate(ends):
+        if np.linalg.norm(end) < 1e-3 or radius <= 0.0:
+            continue
+        capsule = ET.Element(
+            "geom", type="capsule", size=repr(radius), fromto=_fmt([0.0, 0.0, 0.0, *end]),
+            **common,
+        )  # fmt: skip
+        capsule.set("name", f"_{k}" if k else "")
+        out.append(capsule)
+    return out
+
+
 # --------------------------------------------------------------------------- MJCF generation
 def to_mjcf(
     model: Model,
@@ -217,6 +265,7 @@ def to_mjcf(
     tolerance: float = 1e-10,
     solref: tuple | None = None,
     solimp: tuple = DEFAULT_SOLIMP,
+    body_collisions: bool = False,
 ) -> str:
     """MJCF (MuJoCo XML) text of `model`: bodies, inertias, joints, foot spheres and a floor.
 
@@ -234,6 +283,8 @@ def to_mjcf(
         cone, impratio, solver, iterations, tolerance: MuJoCo `<option>` solver settings.
         solref: contact/limit `(timeconst, dampratio)`; default `(2 * timestep, 1)`.
         solimp: contact/limit impedance `(dmin, dmax, width, midpoint, power)`.
+        body_collisions: the links (trunk box, leg capsules) collide with the floor too
+            (module docstring); False: the feet alone, as this project's contact model.
     Returns:
         The XML document as a string, loadable with `mujoco.MjModel.from_xml_string`.
     """
@@ -366,6 +417,12 @@ def to_mjcf(
                 el.set("limited", "false")
         else:  # pragma: no cover - Model only holds the three types
             raise NotImplementedError(f"joint type {jtype!r}")
+        if body_collisions and mass[j] > 0.0:
+            ends = [trans[c] for c in kids[j]]
+            ends += [frame_trans[model.foot_frames[k]] for k in feet_by_joint.get(j, [])]
+            for el in _collision_geoms(jtype, mass[j], com[j], inertia[j], ends):
+                el.set("name", f"{model.joint_names[j]}_collision" + el.get("name", ""))
+                body.append(el)
         for k in feet_by_joint.get(j, []):
             f = model.foot_frames[k]
             name = model.foot_names[k]
@@ -554,6 +611,7 @@ def velocity_transform(model: Model, q) -> np.ndarray:
 
 __all__ = [
     "a_from_qacc",
+    "inertia_box",
     "mujoco_model",
     "q_from_qpos",
     "qacc_from_a",

@@ -36,6 +36,7 @@ class RobotSpec:
     foot_radius: float
     effort_limit: float | None = None  # per actuated joint, overrides the URDF
     velocity_limit: float | None = None
+    leg_armature: tuple | None = None  # reflected rotor inertia [kg m^2] per joint of a leg
 
 
 ROBOTS: dict[str, RobotSpec] = {
@@ -46,7 +47,12 @@ ROBOTS: dict[str, RobotSpec] = {
         effort_limit=2.7,
         velocity_limit=25.0,
     ),
-    "go2": RobotSpec("go2", ("FL_foot", "FR_foot", "RL_foot", "RR_foot"), 0.023),
+    "go2": RobotSpec(
+        "go2",
+        ("FL_foot", "FR_foot", "RL_foot", "RR_foot"),
+        0.023,
+        leg_armature=(0.01, 0.01, 0.01 * (45.43 / 23.7) ** 2),
+    ),
     "anymal_c": RobotSpec("anymal_c", ("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"), 0.03),
 }
 
@@ -86,7 +92,13 @@ def load_pinocchio(name_or_path: str) -> PinocchioRobot:
     if name_or_path in ROBOTS:
         import example_robot_data as erd
 
-        robot = erd.load(ROBOTS[name_or_path].loader)
+        spec = ROBOTS[name_or_path]
+        robot = erd.load(spec.loader)
+        if spec.leg_armature is not None:  # rotor inertia, on the Pinocchio model itself
+            armature = np.zeros(robot.model.nv)
+            legs = (robot.model.nv - 6) // len(spec.leg_armature)
+            armature[6:] = np.tile(spec.leg_armature, legs)
+            robot.model.armature = armature
         q_standing = np.array(robot.model.referenceConfigurations["standing"])
         return PinocchioRobot(
             name_or_path,

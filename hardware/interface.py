@@ -189,6 +189,13 @@ class Measurement:
         from a state estimator on hardware, exact in simulation.
     base_position (3,) [m] or None: base origin in the world (= `q[0:3]`), simulation/mocap.
     robot_mode: the drivers' `RobotMode`.
+    foot_force (4,) [N] or None: each foot's contact sensor, feet in the model's order
+        (`Model.foot_names`: FL, FR, HL/RL, HR/RR); the normal force in simulation, the
+        sensor's reading scaled to newtons on a Go2 (`hardware.go2.conversions`).
+    motor_temperature (nu,) [deg C] or None: each joint's motor temperature.
+    base_state_source: where `base_linear_velocity` and `base_position` came from:
+        "ground_truth" (a simulator's true state), "sport_state" (the Go2's sport service),
+        "estimator" (`hardware.estimator`), or None when they are absent.
     """
 
     timestamp: float
@@ -202,6 +209,9 @@ class Measurement:
     base_linear_velocity: np.ndarray | None = None
     base_position: np.ndarray | None = None
     robot_mode: RobotMode = RobotMode.ACTIVE
+    foot_force: np.ndarray | None = None
+    motor_temperature: np.ndarray | None = None
+    base_state_source: str | None = None
 
     @property
     def nu(self) -> int:
@@ -228,6 +238,8 @@ class Measurement:
             "joint_tau",
             "base_linear_velocity",
             "base_position",
+            "foot_force",
+            "motor_temperature",
         )
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
@@ -289,6 +301,7 @@ def measurement_from_state(
         base_linear_velocity=v[0:3].copy(),
         base_position=q[0:3].copy(),
         robot_mode=RobotMode(robot_mode),
+        base_state_source="ground_truth",
     )
 
 

@@ -16,7 +16,10 @@ machine to keep real time.
 
 Measurements are exact (no noise, no delay): joint and base states from `State(q, v)`, the
 accelerometer from the base velocity change over the last step,
-`R^T ((R' v'_lin - R v_lin) / dt - g)`, and the torque of the last step as `joint_tau`.
+`R^T ((R' v'_lin - R v_lin) / dt - g)`, the torque of the last step as `joint_tau`, and each
+foot's normal contact force of the last step, `p_n / dt` [N] (`contact.StepInfo.impulse[:, 2]`,
+the normal impulse in the contact frame, one contact per foot in the model's foot order), as
+`foot_force`; `base_state_source` is "ground_truth".
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import contact as contact_lib
-from contact.plant import JointPD, hold_pd
+from contact.plant import JointPD, pd_substep
 from dynamics.configuration import State
 from dynamics.model import Model
 
@@ -39,11 +42,22 @@ from .driven import DrivenRobot
 
 
 def _held_command_rollout(model, params, state, q_t, qd_t, kp, kd, tau_ff, num_steps, contact):
-    """`num_steps` physics steps under the PD law of one held command (`contact.plant.hold_pd`).
+    """`num_steps` (may be traced) physics steps under the PD law of one held command
+    (`contact.plant.pd_substep` in a `fori_loop`, as `contact.plant.hold_pd`).
 
-    Returns `(state_before_last_step, final_state, tau_of_last_step)`."""
+    Returns `(state_before_last_step, final_state, tau_of_last_step (nu,),
+    foot_normal_force_of_last_step (k,) [N])`, the force `p_n / dt` of each foot contact."""
     command = JointPD(q_t, kp, kd, qd_t, tau_ff)
-    return hold_pd(model, params, state, command, num_steps, contact=contact)
+
+    def body(_, carry):
+        s = carry[0]
+        nxt, out = pd_substep(model, params, s, command, contact=contact)
+        return nxt, s, out.torque, out.info.impulse[:, 2] / params.dt
+
+    tau0 = jnp.zeros(model.nu, dtype=state.v.dtype)
+    force0 = jnp.zeros(len(model.foot_frames), dtype=state.v.dtype)
+    final, before, tau, force = jax.lax.fori_loop(0, num_steps, body, (state, state, tau0, force0))
+    return before, final, tau, force
 
 
 _ROLLOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {key: jitted}
@@ -58,7 +72,7 @@ def _params_key(params, contact: str) -> tuple:
 
 def _bound_rollout(model, params, contact):
     """`_held_command_rollout` jitted with `model`, `params` and `contact` fixed:
-    `(state, q_t, qd_t, kp, kd, tau_ff, num_steps) -> (before, final, tau)`.
+    `(state, q_t, qd_t, kp, kd, tau_ff, num_steps) -> (before, final, tau, foot_force)`.
 
     Shared by the robots of one model object and equal parameters (kept while the model lives,
     so the tests' robots of one model compile once)."""
@@ -110,6 +124,7 @@ class SimRobot(DrivenRobot):
         self.state = State(jnp.asarray(q), jnp.asarray(v))
         self._before = self.state
         self._tau = np.zeros(model.nu)
+        self._foot_force = np.zeros(len(model.foot_frames))
         self.steps = 0
         self.sequence = 0
         self._rollout = _bound_rollout(model, self.params, contact)
@@ -143,6 +158,8 @@ class SimRobot(DrivenRobot):
             base_linear_velocity=v[0:3].copy(),
             base_position=q[0:3].copy(),
             robot_mode=self.driver.mode,
+            foot_force=self._foot_force.copy(),
+            base_state_source="ground_truth",
         )
 
     # ------------------------------------------------------------- SimulatedRobot
@@ -160,9 +177,9 @@ class SimRobot(DrivenRobot):
             if np.isfinite(deadline):
                 n = min(n, int(np.floor((deadline + TIME_EPS - now) / self.dt)) + 1)
             n = max(n, 1)
-            self._before, self.state, tau = self._rollout(
+            self._before, self.state, tau, force = self._rollout(
                 self.state, *(jnp.asarray(getattr(command, k)) for k in JointCommand.ARRAYS), n
             )
-            self._tau = np.asarray(tau)
+            self._tau, self._foot_force = np.asarray(tau), np.asarray(force)
             self.steps += n
             remaining -= n

@@ -4,12 +4,19 @@
     robot.write(command); robot.advance(0.02); measurement = robot.read()
 
 The model is `dynamics.mjcf.to_mjcf` (same inertias, foot spheres, friction; gear-1 motors in
-the model's actuated joint order, `ctrlrange` = the effort limits) plus an IMU: a site at the
-base origin with the base's axes, carrying MuJoCo's `framequat`, `gyro`, `accelerometer`,
-`velocimeter` and `framepos` sensors, and `jointpos`/`jointvel`/`actuatorfrc` sensors on every
-actuated joint. Measurements are read from those sensors (after `mj_forward`, so they belong
-to the current state), not from `qpos`/`qvel`: a test compares them with the model's own state
-mapping, which checks the conventions of `hardware.interface` against MuJoCo's.
+the model's actuated joint order, `ctrlrange` = the effort limits; the trunk and leg shapes
+touching the floor, `body_collisions=True`, unless `mjcf_options` turns them off) plus an IMU:
+a site at the base origin with the base's axes, carrying MuJoCo's `framequat`, `gyro`,
+`accelerometer`, `velocimeter` and `framepos` sensors, and `jointpos`/`jointvel`/`actuatorfrc`
+sensors on every actuated joint. Measurements are read from those sensors (after
+`mj_forward`, so they belong to the current state), not from `qpos`/`qvel`: a test compares
+them with the model's own state mapping, which checks the conventions of `hardware.interface`
+against MuJoCo's.
+
+`foot_force (4,)` [N] is each foot's normal contact force: `mujoco.mj_contactForce` (the
+contact-frame force whose first component is the normal one) summed over the contacts of that
+foot's sphere geom, feet in the model's foot order; zero for a foot in the air.
+`base_state_source` is "ground_truth" (the velocimeter and position sensors are exact).
 
 The drivers' PD (`hardware.motor.MotorDriver`) runs at every MuJoCo step (`timestep`) on
 the joint positions and velocities, its torque written to `ctrl`.
@@ -76,7 +83,8 @@ class MuJoCoRobot(DrivenRobot):
         friction: Coulomb coefficient of feet and floor.
         q0, v0: initial state in the model's convention (default: standing pose at rest).
         joint_map: default `JointMap.from_model(model)`.
-        mjcf_options: further `to_mjcf` options (e.g. `floor_incline`).
+        mjcf_options: further `to_mjcf` options (e.g. `floor_incline`; `body_collisions`
+            defaults to True here: a robot that falls lies on its trunk).
         driver: keyword arguments of `MotorDriver` (command_timeout, max_command_age, damping_kd).
     """
 
@@ -97,9 +105,8 @@ class MuJoCoRobot(DrivenRobot):
         self._mujoco = mujoco
         self.model = model
         self.joint_map = jm = joint_map or JointMap.from_model(model)
-        self.mj = mujoco_robot_model(
-            model, timestep=timestep, friction=friction, **(mjcf_options or {})
-        )
+        options = {"body_collisions": True, **(mjcf_options or {})}
+        self.mj = mujoco_robot_model(model, timestep=timestep, friction=friction, **options)
         self.data = mujoco.MjData(self.mj)
         self.dt = float(self.mj.opt.timestep)
         self.driver = MotorDriver(jm, **driver)
@@ -117,6 +124,7 @@ class MuJoCoRobot(DrivenRobot):
             s: np.array([self.mj.sensor(f"{n}_{s}").adr[0] for n in jm.names])
             for s in ("pos", "vel", "torque")
         }
+        self._foot_geoms = {self.mj.geom(n).id: k for k, n in enumerate(model.foot_names)}
         q = np.asarray(model.q_standing if q0 is None else q0, dtype=float)
         v = np.zeros(model.nv) if v0 is None else np.asarray(v0, dtype=float)
         self.set_state(q, v)
@@ -139,6 +147,20 @@ class MuJoCoRobot(DrivenRobot):
         self.data.ctrl[:] = 0.0
         self._mujoco.mj_forward(self.mj, self.data)
 
+    def foot_forces(self) -> np.ndarray:
+        """`(num_feet,)` [N]: the normal force of each foot's contacts (model foot order), from
+        the current contacts (call after `mj_forward` or `mj_step`)."""
+        forces = np.zeros(len(self._foot_geoms))
+        wrench = np.zeros(6)
+        for i in range(self.data.ncon):
+            contact = self.data.contact[i]
+            for geom in (contact.geom1, contact.geom2):
+                foot = self._foot_geoms.get(int(geom))
+                if foot is not None:
+                    self._mujoco.mj_contactForce(self.mj, self.data, i, wrench)
+                    forces[foot] += wrench[0]  # contact frame: normal first
+        return forces
+
     # ------------------------------------------------------------- RobotInterface
     def read(self) -> Measurement:
         self._mujoco.mj_forward(self.mj, self.data)
@@ -157,6 +179,8 @@ class MuJoCoRobot(DrivenRobot):
             base_linear_velocity=s[self._base["imu_velocimeter"]].copy(),
             base_position=s[self._base["imu_position"]].copy(),
             robot_mode=self.driver.mode,
+            foot_force=self.foot_forces(),
+            base_state_source="ground_truth",
         )
 
     # ------------------------------------------------------------- SimulatedRobot
