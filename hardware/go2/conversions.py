@@ -11,8 +11,20 @@ LowState_ -> `Measurement` (`measurement_from_lowstate`):
     base_quat [x, y, z, w]         <- imu_state.quaternion [w, x, y, z] (base to world)
     base_angular_velocity          <- imu_state.gyroscope (base frame)
     base_linear_acceleration       <- imu_state.accelerometer (specific force, base frame)
+    foot_force (N, model foot order)  <- foot_force [counts] * FOOT_FORCE_NEWTONS_PER_COUNT
+    motor_temperature [deg C]       <- motor_state[slot].temperature
 SportModeState_ -> base position (world frame) and linear velocity `R^T velocity` (world to
 base frame) (`base_from_sport_state`).
+
+Foot forces. The Go2's foot sensors report a raw int16 per foot, FR, FL, RR, RL like the legs
+(`SDK_FOOT_NAMES`), with no published calibration; `foot_force_est` is documented by Unitree as
+the same data (or zero). We take 1 count = `FOOT_FORCE_NEWTONS_PER_COUNT` = 0.5 N: a standing
+Go2 (about 40 N a foot) then reads about 80 counts, above the contact thresholds that the
+Go2 configuration of Leg-KILO uses on these raw readings (40 / 60 counts, hysteresis), and
+zero in swing; int16 saturates at 16 kN, far above any load; the 0.5 N step is well below the
+sensor's noise. The simulated Go2 writes `round(F / 0.5)` of the true normal force; the real
+sensor drifts and can read below zero unloaded, so on a real robot this scale is only a guess
+to be calibrated (stand still, divide the weight by the counts' sum).
 
 `JointCommand` -> LowCmd_ (`lowcmd_from_command`): q_target, qd_target, tau_ff, kp, kd ->
 `motor_cmd[slot]` q, dq, tau, kp, kd with mode 0x01 on slots 0-11, `head` 0xFE 0xEF,
@@ -38,6 +50,10 @@ SDK_JOINT_NAMES = tuple(
     f"{leg}_{part}_joint" for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")
 )
 NUM_JOINTS = len(SDK_JOINT_NAMES)
+SDK_FOOT_NAMES = ("FR_foot", "FL_foot", "RR_foot", "RL_foot")  # LowState_.foot_force order
+FOOT_FORCE_NEWTONS_PER_COUNT = 0.5  # [N] per count of LowState_.foot_force (module docstring)
+TOPIC_GROUND_TRUTH = "rt/diffloco/ground_truth"  # ours: the simulated Go2's true base state
+_INT16 = (-(2**15), 2**15 - 1)
 
 
 class Buttons(enum.IntFlag):
@@ -64,6 +80,32 @@ class Buttons(enum.IntFlag):
 def sdk_permutation(joint_map: JointMap) -> np.ndarray:
     """`perm (12,)`: `ours = sdk[perm]`, `sdk[perm] = ours` (raises for another robot)."""
     return joint_map.permutation(SDK_JOINT_NAMES)
+
+
+def foot_permutation(foot_names) -> np.ndarray:
+    """`perm (4,)` with `ours = sdk[perm]`, `sdk[perm] = ours` for feet `foot_names` (the
+    model's order, e.g. FL, FR, RL, RR); raises ValueError for other feet."""
+    foot_names = tuple(foot_names)
+    if sorted(foot_names) != sorted(SDK_FOOT_NAMES):
+        raise ValueError(f"foot_names must be the Go2's {SDK_FOOT_NAMES}, got {foot_names}")
+    return np.array([SDK_FOOT_NAMES.index(n) for n in foot_names])
+
+
+GO2_FOOT_PERM = foot_permutation(("FL_foot", "FR_foot", "RL_foot", "RR_foot"))
+
+
+def foot_counts(force_newtons, perm=GO2_FOOT_PERM) -> list:
+    """`foot_force (4,)` [N] (model foot order) -> LowState_ `foot_force` counts (SDK order),
+    `round(F / FOOT_FORCE_NEWTONS_PER_COUNT)` clipped to int16."""
+    sdk = np.empty(4)
+    sdk[perm] = np.asarray(force_newtons, dtype=float)
+    counts = np.clip(np.round(sdk / FOOT_FORCE_NEWTONS_PER_COUNT), *_INT16)
+    return [int(c) for c in counts]
+
+
+def foot_newtons(counts, perm=GO2_FOOT_PERM) -> np.ndarray:
+    """LowState_ `foot_force` counts (SDK order) -> `(4,)` [N] in the model's foot order."""
+    return np.asarray(counts, dtype=float)[perm] * FOOT_FORCE_NEWTONS_PER_COUNT
 
 
 def remote_buttons(wireless_remote) -> int:
@@ -138,9 +180,14 @@ def command_arrays(msg, perm) -> dict:
     return out
 
 
-def lowstate_from_measurement(m: Measurement, perm, tick_ms=0, buttons=0, sample=None):
+def lowstate_from_measurement(
+    m: Measurement, perm, tick_ms=0, buttons=0, sample=None, power=None
+):
     """The LowState_ a Go2 sends for measurement `m` (model order in, SDK slots out), CRC set;
-    `sample`: a LowState_ to fill in place (a new one by default)."""
+    `sample`: a LowState_ to fill in place (a new one by default). `m.foot_force` [N] goes to
+    `foot_force` and `foot_force_est` (counts, `foot_counts`), `m.motor_temperature` [deg C] to
+    `motor_state[slot].temperature` (uint8); `power`: a dict with `power_v` [V], `power_a`
+    [A], `soc` [%] (`bms_state.soc`), or None (left as they are)."""
     msg = sample if sample is not None else zero(msgs.LowState_)
     msg.head = list(msgs.HEAD)
     msg.level_flag = msgs.LEVEL_LOW
@@ -157,13 +204,26 @@ def lowstate_from_measurement(m: Measurement, perm, tick_ms=0, buttons=0, sample
             setattr(msg.motor_state[s], name, value)
     for s in range(NUM_JOINTS):
         msg.motor_state[s].mode = msgs.MOTOR_SERVO
+    if m.foot_force is not None:
+        msg.foot_force = foot_counts(m.foot_force)
+        msg.foot_force_est = list(msg.foot_force)
+    if m.motor_temperature is not None:
+        slot_values = np.empty(NUM_JOINTS)
+        slot_values[perm] = np.clip(np.round(m.motor_temperature), 0, 255)
+        for s, value in enumerate(slot_values.tolist()):
+            msg.motor_state[s].temperature = int(value)
+    if power is not None:
+        msg.power_v = float(power["power_v"])
+        msg.power_a = float(power["power_a"])
+        msg.bms_state.soc = int(np.clip(round(power["soc"]), 0, 100))
     msg.tick = int(tick_ms) & 0xFFFFFFFF
     msg.wireless_remote = remote_bytes(buttons)
     return set_crc(msg)
 
 
 def measurement_from_lowstate(msg, perm, *, timestamp: float, sequence: int, robot_mode):
-    """The `Measurement` of a LowState_ (no base position/velocity: see `with_sport_state`)."""
+    """The `Measurement` of a LowState_ (no base position/velocity: see `base_from_sport_state`),
+    with `foot_force` [N] (`foot_newtons`) and `motor_temperature` [deg C]."""
     motors = msg.motor_state[:NUM_JOINTS]
     imu = msg.imu_state
     return Measurement(
@@ -176,6 +236,8 @@ def measurement_from_lowstate(msg, perm, *, timestamp: float, sequence: int, rob
         base_linear_acceleration=np.array(imu.accelerometer, dtype=float),
         joint_tau=np.array([m.tau_est for m in motors], dtype=float)[perm],
         robot_mode=robot_mode,
+        foot_force=foot_newtons(msg.foot_force),
+        motor_temperature=np.array([m.temperature for m in motors], dtype=float)[perm],
     )
 
 

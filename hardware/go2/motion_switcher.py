@@ -1,54 +1,48 @@
-"""The motion-switcher client: releases the sport mode before low-level control.
+"""The motion-switcher client, and the release of the sport mode before low-level control.
 
 On the robot, Unitree's sport service drives the motors too until it is released:
-`release_sport_mode(participant)` (or `Go2Robot(..., release_sport_mode=True)`) asks the
-motion-switcher service (`rt/api/motion_switcher/request`, JSON over `unitree_api` Request_ /
-Response_: CheckMode 1001, ReleaseMode 1003) until no mode is active. If nothing answers
-(firmware without the service), stop the sport service by hand before arming: lay the robot
-down, and in Unitree's app turn the sport-mode service off (or run Unitree SDK 2's
-motion-switcher example, which calls ReleaseMode). unitree_mujoco has no sport service; our
-simulated Go2 models one with `--sport-mode`.
+`release_sport_mode(participant)` (or `Go2Robot(..., release_sport_mode=True)`) does what
+Unitree's low-level examples do (unitree_sdk2 `go2_stand_example`, unitree_sdk2_python
+`example/go2/low_level/go2_stand_example.py`):
+
+    mode = CheckMode()                  # motion switcher, API 1001: the active mode's name
+    while mode:                         # "" when none is active
+        StandDown()                     # sport service, API 1005: lay the robot down
+        ReleaseMode()                   # motion switcher, API 1003
+        pause (1 s)
+        mode = CheckMode()
+
+(`release_sequence`, the same order over callables, is the logic without DDS.) The motion
+switcher listens on `rt/api/motion_switcher/request`, the sport service on
+`rt/api/sport/request` (`sport_client`; JSON over `unitree_api` Request_ / Response_). If the
+motion switcher does not answer (firmware without the service), stop the sport service by hand
+before arming: lay the robot down, and in Unitree's app turn the sport-mode service off (or run
+Unitree SDK 2's motion-switcher example, which calls ReleaseMode). unitree_mujoco has no sport
+service; our simulated Go2 models one with `--sport-mode`.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
+import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from . import messages as msgs
-from .dds import MOTION_SWITCHER, make_reader, make_writer, take
+from .dds import MOTION_SWITCHER
+from .sport_client import ServiceClient, SportClient
 
 API_CHECK_MODE, API_RELEASE_MODE = 1001, 1003
+RELEASE_PAUSE = 1.0  # [s] between ReleaseMode and the next CheckMode (Unitree's examples)
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- motion switcher
-class MotionSwitcher:
-    """Client of the robot's motion-switcher service (JSON over `unitree_api` Request_/Response_):
-    `check_mode()` -> the active mode's name ("" when none), `release_mode()`."""
-
-    _ids = itertools.count(int(time.time() * 1e3))
+class MotionSwitcher(ServiceClient):
+    """Client of the robot's motion-switcher service: `check_mode()` -> the active mode's name
+    ("" when none), `release_mode()` -> status code."""
 
     def __init__(self, participant, timeout: float = 1.0):
-        self.timeout = timeout
-        self._writer = make_writer(participant, f"{MOTION_SWITCHER}/request", msgs.Request_)
-        self._reader = make_reader(participant, f"{MOTION_SWITCHER}/response", msgs.Response_, 8)
-
-    def call(self, api_id: int, parameter: dict | None = None) -> tuple[int, dict | None]:
-        """`(status code, decoded data)`; raises TimeoutError without an answer."""
-        rid = next(self._ids)
-        header = msgs.RequestHeader_(
-            msgs.RequestIdentity_(rid, api_id), msgs.RequestLease_(0), msgs.RequestPolicy_(0, False)
-        )
-        self._writer.write(msgs.Request_(header, json.dumps(parameter or {}), []))
-        deadline = time.perf_counter() + self.timeout
-        while time.perf_counter() < deadline:
-            for response in take(self._reader, msgs.Response_):
-                if int(response.header.identity.id) == rid:
-                    data = json.loads(response.data) if response.data else None
-                    return int(response.header.status.code), data
-            time.sleep(0.005)
-        raise TimeoutError(f"no motion-switcher answer to API {api_id}")
+        super().__init__(participant, MOTION_SWITCHER, timeout)
 
     def check_mode(self) -> str:
         code, data = self.call(API_CHECK_MODE)
@@ -57,33 +51,80 @@ class MotionSwitcher:
         return (data or {}).get("name", "")
 
     def release_mode(self) -> int:
-        return self.call(API_RELEASE_MODE)[0]
+        return self.call_code(API_RELEASE_MODE)
 
 
-def release_sport_mode(participant, timeout: float = 10.0, poll: float = 0.5) -> str:
-    """Release whatever mode the motion switcher runs (sport mode) until none is active; returns
-    the mode that was released ("" if none was). Raises TimeoutError when the service does not
-    answer or the mode stays active (see the module docstring for the manual way)."""
-    switcher = MotionSwitcher(participant)
-    deadline = time.perf_counter() + timeout
-    released = ""
+# --------------------------------------------------------------------------- the sequence
+@dataclass
+class SportModeRelease:
+    """What `release_sequence` did.
+
+    released: the mode that was active at first ("" if none was).
+    stand_down_codes, release_codes: the status code of each StandDown / ReleaseMode call, in
+        order (one of each per round; 3104: nothing answered)."""
+
+    released: str = ""
+    stand_down_codes: list = field(default_factory=list)
+    release_codes: list = field(default_factory=list)
+
+
+def release_sequence(
+    check_mode: Callable[[], str],
+    stand_down: Callable[[], int],
+    release_mode: Callable[[], int],
+    *,
+    timeout: float = 15.0,
+    pause: float = RELEASE_PAUSE,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.perf_counter,
+) -> SportModeRelease:
+    """Unitree's release order (module docstring) over callables: `check_mode() -> name`
+    (raising TimeoutError when unanswered: retried), `stand_down() -> code`,
+    `release_mode() -> code`, with `pause` [s] after each ReleaseMode.
+
+    Raises TimeoutError when the motion switcher never answers or a mode is still active
+    after `timeout` [s] of `clock`."""
+    report = SportModeRelease()
+    deadline = clock() + timeout
     while True:
         try:
-            mode = switcher.check_mode()
+            mode = check_mode()
         except TimeoutError:
-            if time.perf_counter() > deadline:
+            if clock() > deadline:
                 raise TimeoutError(
                     "the motion-switcher service did not answer: release sport mode by hand "
                     "(see hardware.go2.motion_switcher) before arming"
                 ) from None
             continue
         if not mode:
-            return released
-        released = released or mode
-        if time.perf_counter() > deadline:
+            return report
+        report.released = report.released or mode
+        if clock() > deadline:
             raise TimeoutError(f"sport mode {mode!r} is still active after {timeout} s")
-        switcher.release_mode()
-        time.sleep(poll)
+        report.stand_down_codes.append(int(stand_down()))
+        report.release_codes.append(int(release_mode()))
+        sleep(pause)
+
+
+def release_sport_mode(
+    participant, timeout: float = 15.0, pause: float = RELEASE_PAUSE, call_timeout: float = 1.0
+) -> str:
+    """Release whatever mode the motion switcher runs (sport mode) as Unitree's examples do
+    (StandDown, then ReleaseMode until CheckMode reports none); returns the mode that was
+    released ("" if none was). `call_timeout` [s]: wait for each answer. Raises TimeoutError
+    (see `release_sequence` and the module docstring for the manual way)."""
+    switcher = MotionSwitcher(participant, call_timeout)
+    sport = SportClient(participant, call_timeout)
+    report = release_sequence(
+        switcher.check_mode, sport.stand_down, switcher.release_mode, timeout=timeout,
+        pause=pause,
+    )  # fmt: skip
+    if report.released:
+        logger.info(
+            "released mode %r: StandDown codes %s, ReleaseMode codes %s",
+            report.released, report.stand_down_codes, report.release_codes,
+        )  # fmt: skip
+    return report.released
 
 
 def release_sport_mode_or_none(participant, release: bool) -> str | None:

@@ -10,10 +10,16 @@ any domain, `lo`). Message types: `messages`; slot order and field mapping: `con
 State (`rt/lowstate`, 500 Hz) -> `Measurement` (conventions of `hardware.interface`; fields as
 in `conversions`):
     base_position, base_linear_velocity  <- `rt/sportmodestate` position, R^T velocity (world to
-        base), when one arrived within `state_timeout`; else None. unitree_mujoco and our
-        simulator publish the true base state there; on the robot it is Unitree's estimator,
-        published by the sport service, which low-level control releases: a full-state
-        controller (MPC, policy) on the robot needs a state estimator of its own.
+        base), when one arrived within `state_timeout` (`base_state_source` "sport_state");
+        else, with `ground_truth=True`, our simulated Go2's true base state
+        (`conversions.TOPIC_GROUND_TRUTH`, tests and logs only: "ground_truth"); else None
+        (`base_state_source` None). On the robot the sport state is Unitree's estimator,
+        published by the sport service, which stops when low-level control releases it (as
+        our simulated Go2 does; unitree_mujoco publishes the true state there): a full-state
+        controller (MPC, policy) on the robot needs a state estimator of its own
+        (`hardware.estimator`).
+    foot_force [N], motor_temperature [deg C]  <- LowState_ foot_force, motor temperatures
+        (`conversions`).
     timestamp: this computer's `time.perf_counter()` when the sample arrived (`now()` is the
         same clock; the robot's `tick` [ms] is not synchronised with it).
     robot_mode: this backend's drivers' mode (below).
@@ -55,6 +61,7 @@ from ..motor import MotorDriver
 from ..timing import TimingStats
 from . import messages as msgs
 from .conversions import (
+    TOPIC_GROUND_TRUTH,
     Buttons,
     base_from_sport_state,
     lowcmd_from_command,
@@ -95,6 +102,7 @@ class Go2Robot:
         damping_kd: [N m s/rad] Kd of the damping command; default the standing Kd.
         estop_buttons: remote buttons that latch ESTOP when all are down (0: none).
         sport_state: subscribe to `rt/sportmodestate` for base position/velocity.
+        ground_truth: subscribe to our simulated Go2's true base state (tests, logs).
         release_sport_mode: call `release_sport_mode` before the first command goes out.
         connect_timeout: [s] wait for the first LowState (0: do not wait).
         command_rate: [Hz] LowCmd rate.
@@ -112,6 +120,7 @@ class Go2Robot:
         damping_kd=None,
         estop_buttons: int = DEFAULT_ESTOP,
         sport_state: bool = True,
+        ground_truth: bool = False,
         release_sport_mode: bool = False,
         connect_timeout: float = 2.0,
         command_rate: float = COMMAND_RATE,
@@ -131,10 +140,12 @@ class Go2Robot:
         self.latest: Measurement | None = None
         self.last_state_time = -np.inf
         self.sport: tuple | None = None  # (receive time, position, velocity in base frame)
+        self.truth: tuple | None = None  # the same of the ground-truth topic
         self.buttons = 0
         self.sequence = 0
         self.state_trips: list = []  # times the stale-state watchdog fired
-        self.counters = {k: 0 for k in ("states", "sport_states", "nonfinite", "sent", "estops")}
+        names = ("states", "sport_states", "ground_truths", "nonfinite", "sent", "estops")
+        self.counters = {k: 0 for k in names}
         self.timing = TimingStats(self.period)
         self.domain, self.participant = open_domain(domain, interface)
         self.cmd_writer = make_writer(self.participant, TOPIC_LOWCMD, msgs.LowCmd_)
@@ -143,6 +154,11 @@ class Go2Robot:
         if sport_state:
             self.sport_reader = make_reader(
                 self.participant, TOPIC_SPORTSTATE, msgs.SportModeState_
+            )
+        self.truth_reader = None
+        if ground_truth:
+            self.truth_reader = make_reader(
+                self.participant, TOPIC_GROUND_TRUTH, msgs.SportModeState_
             )
         self.released_mode = release_sport_mode_or_none(self.participant, release_sport_mode)
         self._running = True
@@ -168,6 +184,11 @@ class Go2Robot:
             if sport:
                 self.counters["sport_states"] += len(sport)
                 self.sport = (self._stamp(sport[-1], now), *base_from_sport_state(sport[-1]))
+        if self.truth_reader is not None:
+            truth = take(self.truth_reader, msgs.SportModeState_)
+            if truth:
+                self.counters["ground_truths"] += len(truth)
+                self.truth = (self._stamp(truth[-1], now), *base_from_sport_state(truth[-1]))
         states = take(self.state_reader, msgs.LowState_)
         if not states:
             return
@@ -201,15 +222,21 @@ class Go2Robot:
         raise TimeoutError(f"no rt/lowstate within {timeout} s (domain, interface, robot on?)")
 
     def _wait_for_sport_state(self, timeout: float) -> bool:
-        """Wait up to `timeout` [s] for a first `rt/sportmodestate` (the two topics match their
-        peers separately); False when none came (the robot without its sport service)."""
+        """Wait up to `timeout` [s] for a first sample of each subscribed base-state topic
+        (`rt/sportmodestate`, the ground truth; topics match their peers separately); False
+        when one never came (a robot whose sport service is off: then it goes on without)."""
+        readers = (("sport_reader", "sport"), ("truth_reader", "truth"))
+
+        def waiting():
+            return [
+                b for r, b in readers if getattr(self, r) is not None and getattr(self, b) is None
+            ]
+
         deadline = time.perf_counter() + timeout
-        while self.sport_reader is not None and time.perf_counter() < deadline:
+        while waiting() and time.perf_counter() < deadline:
             self.read()
-            if self.sport is not None:
-                return True
             time.sleep(0.002)
-        return self.sport is not None
+        return not waiting()
 
     # ------------------------------------------------------------- the 500 Hz writer
     def _write_loop(self) -> None:
@@ -250,13 +277,16 @@ class Go2Robot:
     def read(self) -> Measurement | None:
         with self.lock:
             self._poll(time.perf_counter())
-            m, sport = self.latest, self.sport
+            m, sport, truth = self.latest, self.sport, self.truth
             mode = self.driver.mode
         if m is None:
             return None
         changes = {"robot_mode": mode}
-        if sport is not None and abs(sport[0] - m.timestamp) <= self.state_timeout:
-            changes.update(base_position=sport[1], base_linear_velocity=sport[2])
+        for source, base in (("sport_state", sport), ("ground_truth", truth)):
+            if base is not None and abs(base[0] - m.timestamp) <= self.state_timeout:
+                changes.update(base_position=base[1], base_linear_velocity=base[2])
+                changes["base_state_source"] = source
+                break
         return m.replace(**changes)
 
     def write(self, command: JointCommand) -> None:
@@ -289,7 +319,9 @@ class Go2Robot:
         self._running = False
         if self._thread is not None:
             self._thread.join(timeout=1.0)
-        for name in ("state_reader", "sport_reader", "cmd_writer", "participant", "domain"):
+        names = ("state_reader", "sport_reader", "truth_reader", "cmd_writer", "participant",
+                 "domain")  # fmt: skip
+        for name in names:
             setattr(self, name, None)  # Cyclone deletes the entities with their last reference
 
 
@@ -338,8 +370,11 @@ class LockstepGo2Robot(Go2Robot):
             self.counters["sent"] += 1
 
     def advance(self, duration: float) -> None:
-        """Let the robot simulate `duration` [s] and wait for its LowState at the end."""
-        target = self.now() + duration
+        """Let the robot simulate `duration` [s] and wait for its LowState at the end (and for
+        the base states of that time whose topics were published up to now)."""
+        start = self.now()
+        expect = [name for name in ("sport", "truth") if self._base_at(name, start)]
+        target = start + duration
         step = msgs.Step_(target=target, commands=self.counters["sent"])
         deadline = time.perf_counter() + self.step_timeout
         while time.perf_counter() < deadline:
@@ -347,7 +382,8 @@ class LockstepGo2Robot(Go2Robot):
             resend = min(deadline, time.perf_counter() + self.resend_every)
             while time.perf_counter() < resend:
                 m = self.read()
-                if m is not None and m.timestamp >= target - 1e-6 and self._sport_at(target):
+                arrived = all(self._base_at(name, target) for name in expect)
+                if m is not None and m.timestamp >= target - 1e-6 and arrived:
                     return
                 time.sleep(0.0002)
         raise TimeoutError(
@@ -355,11 +391,12 @@ class LockstepGo2Robot(Go2Robot):
             f"{self.step_timeout} s (is it running with --lockstep?)"
         )
 
-    def _sport_at(self, target: float) -> bool:
-        """The sport state of robot time `target` arrived (or none is subscribed)."""
-        return self.sport_reader is None or (
-            self.sport is not None and self.sport[0] >= target - 1e-6
-        )
+    def _base_at(self, name: str, target: float) -> bool:
+        """The base state `name` ("sport" or "truth") of robot time `target` arrived. A topic
+        that stopped (the sport state after the release) is not waited for: `advance` waits
+        only for those that were at its start time."""
+        base = getattr(self, name)
+        return base is not None and base[0] >= target - 1e-6
 
     def close(self) -> None:
         self.step_writer = None

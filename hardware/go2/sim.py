@@ -4,16 +4,39 @@
 
 It speaks what the robot speaks (`messages`, `crc`, `conversions`): it reads
 LowCmd_ on `rt/lowcmd`, and at every physics step (`--timestep`, 2 ms: 500 Hz) it publishes
-LowState_ on `rt/lowstate` and the true base state as SportModeState_ on `rt/sportmodestate`
-(as `unitree_mujoco` does). Physics: MuJoCo (`--backend mujoco`,
-`hardware.backends.mujoco_sim`) or this project's simulator (`--backend sim`), in real time
-(late steps run back to back, at most `MAX_CATCH_UP`, and are counted as overruns). Simulated
-time starts with the first accepted LowCmd; until then the robot stands still in its initial
-state (`--q0`, default the standing pose) and LowState is published at the same rate.
-`--freeze` never starts the physics (tests of the message contents). `--lockstep` does not
-follow the wall clock: it simulates up to the robot time of each `Step_` on `rt/diffloco/step`
-(ours; `robot.LockstepGo2Robot` is the client), so a controller slower than real time drives
-it over the same messages.
+LowState_ on `rt/lowstate`. Physics: MuJoCo (`--backend mujoco`, `hardware.backends.mujoco_sim`,
+whose trunk and legs touch the floor) or this project's simulator (`--backend sim`, feet-only
+contact and no joint limits: a damped robot there folds and sinks through the floor), in real
+time (late steps run back to back, at most `MAX_CATCH_UP`, and are counted as overruns).
+
+The physics runs from the start, as on a robot that is switched on: the drivers start in
+damping (`Kp = 0`, `Kd = --damping-kd`), so a robot started standing (`--q0`, default the
+standing pose) sags to the floor until a client commands it, and one started `--lying` (legs
+folded, resting on its shins: `LYING_JOINTS`) stays there; its accelerometer reads gravity
+before any command. `--freeze` never runs the physics (tests of the message contents).
+`--lockstep` does not follow the wall clock: it simulates up to the robot time of each `Step_`
+on `rt/diffloco/step` (ours; `robot.LockstepGo2Robot` is the client), so a controller slower
+than real time drives it over the same messages.
+
+What LowState_ carries, like a Go2's:
+    motor_state[slot] q, dq, tau_est, temperature (`MotorHeat`), mode 0x01;
+    imu_state: quaternion, gyroscope, accelerometer, rpy; with `--imu-noise` the gyro and
+        accelerometer get the white noise, per-run bias and latency of
+        `hardware.sensor_noise.SensorNoise.go2()` (IMU part only, seed `--noise-seed`);
+    foot_force, foot_force_est: each foot's normal contact force in counts
+        (`conversions.FOOT_FORCE_NEWTONS_PER_COUNT`);
+    tick [ms]: running from the start (robot time; in lockstep the time of the Step_);
+    power_v, power_a, bms_state.soc: `Battery`;
+    wireless_remote: the buttons of `--press`.
+
+Sport service. A Go2 starts with its sport service running, which publishes its state estimate
+on `rt/sportmodestate` and drives the motors; `--sport-mode` models it: the true base state as
+SportModeState_ on `rt/sportmodestate`, LowCmds ignored (counted), until a client releases it
+through the motion-switcher service (`rt/api/motion_switcher/request`, CheckMode 1001 answers
+`{"name": "normal"}` then `{"name": ""}`, ReleaseMode 1003); after the release (and without
+`--sport-mode`) no sport state is published, as on the robot. `--ground-truth-topic` publishes
+the true base state (SportModeState_) on `rt/diffloco/ground_truth`
+(`conversions.TOPIC_GROUND_TRUTH`) at every step, for logs and tests only: no Go2 has it.
 
 The motors (`LowCmdDrivers`) apply, at every physics step, from the latest accepted LowCmd,
 
@@ -23,10 +46,11 @@ The motors (`LowCmdDrivers`) apply, at every physics step, from the latest accep
 CRC does not match, whose `head`/`level_flag` are not the low-level ones or whose numbers are
 not finite is rejected and counted, never applied. When no command was accepted for
 `--command-timeout` the motors damp (`Kp = 0`, `Kd = --damping-kd`) until the next valid
-LowCmd. `--sport-mode` models the sport service: LowCmds are ignored (counted) until a client
-releases it through the motion-switcher service (`rt/api/motion_switcher/request`, CheckMode
-1001 answers `{"name": "normal"}` then `{"name": ""}`, ReleaseMode 1003). `--press T D BITS`
-holds remote buttons (`wireless_remote` bytes 2-3) down from sim time T for D seconds.
+LowCmd. In `--sport-mode` (above) the sport service
+(`rt/api/sport/request`) answers StandDown 1005 with 0 while in sport mode (counted as
+`stand_down`; the robot stays as it is) and nothing after the release. `--press T D BITS`
+holds remote buttons (`wireless_remote` bytes 2-3) down from sim time T for D seconds (with
+`--press-after-command`, T counts from the first accepted LowCmd, status `first_command_at`).
 
 Prints one JSON line `{"ready": true, ...}` on stdout once it publishes, and a last line
 `{"final_status": ...}` (counters, watchdog trips, the last applied command by joint and by SDK
@@ -37,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -47,12 +72,96 @@ import numpy as np
 
 from ..interface import JointCommand, JointMap, RobotMode
 from ..safety import TIME_EPS
-from . import codec, conversions, crc, dds, motion_switcher
+from ..sensor_noise import NoisySensors, SensorNoise
+from . import codec, conversions, crc, dds, motion_switcher, sport_client
 from . import messages as msgs
 
 MAX_CATCH_UP = 20  # physics steps run back to back when the process is late
 HISTORY_EVERY = 10  # physics steps between history samples
+LYING_JOINTS = (0.0, 1.19, -2.72)  # hip, thigh, calf [rad]: folded, calf at its limit
+LYING_HEIGHT = 0.1109  # [m] base height at LYING_JOINTS with the feet on the floor
 logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- battery, heat
+@dataclasses.dataclass
+class Battery:
+    """The Go2's battery as LowState_ reports it: `power_v` [V], `power_a` [A], `soc` [%].
+
+    An 8-cell lithium pack (28.8 V nominal, 33.6 V full) of 15 Ah (the Go2's standard battery,
+    15000 mAh): open-circuit voltage linear in the state of charge between 3.0 and 4.2 V a
+    cell, `V_oc = 24.0 + 9.6 soc`, an internal resistance `R`, and a load of the electronics
+    `P_idle` plus what the motors draw, their mechanical power and copper losses
+    (`MotorHeat.LOSS_PER_NM2 tau^2`), never regenerating:
+
+        P = P_idle + sum_j (max(tau_j qd_j, 0) + c tau_j^2)      [W]
+        I = P / V,   V = V_oc(soc) - R I,   d soc / dt = -I / (3600 capacity)
+
+    It starts at `soc` 0.5 (28.8 V, the pack's nominal voltage) and falls slowly (about 0.5 %
+    of charge a minute at 60 W). The figures are assumptions of the right order."""
+
+    soc: float = 0.5  # state of charge, 0..1
+    capacity_ah: float = 15.0
+    resistance: float = 0.05  # [ohm]
+    idle_power: float = 60.0  # [W] computer, drivers, sensors
+    current: float = 0.0  # [A]
+
+    def voltage(self) -> float:
+        return 24.0 + 9.6 * self.soc - self.resistance * self.current
+
+    def step(self, tau, qd, dt: float) -> None:
+        """Draw the power of joint torques `tau (nu,)` [N m] at rates `qd (nu,)` [rad/s] for
+        `dt` [s]."""
+        tau, qd = np.asarray(tau, float), np.asarray(qd, float)
+        motors = np.sum(np.maximum(tau * qd, 0.0) + MotorHeat.LOSS_PER_NM2 * tau**2)
+        self.current = (self.idle_power + float(motors)) / max(self.voltage(), 1.0)
+        self.soc = max(self.soc - self.current * dt / (3600.0 * self.capacity_ah), 0.0)
+
+    def report(self) -> dict:
+        return {"power_v": self.voltage(), "power_a": self.current, "soc": 100.0 * self.soc}
+
+
+class MotorHeat:
+    """Each motor's winding temperature [deg C]: a first-order thermal model heated by its
+    copper losses (torque squared) and cooled toward the ambient air,
+
+        C dT/dt = c tau^2 - (T - T_ambient) / R_th,     time constant R_th C = `time_constant`
+
+    integrated exactly for a torque held over `dt`. The steady rise `R_th c tau^2` is
+    `RISE_PER_NM2` = 0.4 K per (N m)^2: 40 K at a sustained 10 N m, reached over minutes
+    (`time_constant` 300 s, so about 0.13 K/s at first), so standing warms the calves by a few
+    degrees and a long hard run approaches a driver's limit. Assumptions of the right order for
+    the Go2's motors (no thermal data is published); LowState_ carries whole degrees."""
+
+    LOSS_PER_NM2 = 0.1  # [W / (N m)^2] copper loss per motor (`Battery`)
+    RISE_PER_NM2 = 0.4  # [K / (N m)^2] steady temperature rise
+
+    def __init__(self, nu: int, ambient: float = 30.0, time_constant: float = 300.0):
+        self.ambient = float(ambient)
+        self.time_constant = float(time_constant)
+        self.temperature = np.full(nu, self.ambient)
+
+    def step(self, tau, dt: float) -> None:
+        """Heat for `dt` [s] under joint torques `tau (nu,)` [N m]."""
+        steady = self.ambient + self.RISE_PER_NM2 * np.asarray(tau, float) ** 2
+        decay = np.exp(-dt / self.time_constant)
+        self.temperature = steady + (self.temperature - steady) * decay
+
+
+def lying_q0(model) -> np.ndarray:
+    """The Go2 lying down (`LYING_JOINTS` on every leg, base `LYING_HEIGHT` above the floor,
+    level): where a damped Go2 rests on MuJoCo with its trunk and legs colliding."""
+    q = np.asarray(model.q_standing, dtype=float).copy()
+    q[2], q[7:] = LYING_HEIGHT, np.tile(LYING_JOINTS, model.nu // 3)
+    return q
+
+
+def imu_noise() -> SensorNoise:
+    """`SensorNoise.go2()`'s IMU part (gyro, accelerometer, biases, latency); joints and feet
+    exact."""
+    return dataclasses.replace(
+        SensorNoise.go2(), joint_position_std=0.0, joint_velocity_std=0.0, foot_force_std=0.0
+    )
 
 
 class LowCmdDrivers:
@@ -124,12 +233,24 @@ class Go2Sim:
     """A simulated robot (`MuJoCoRobot` or `SimRobot`) on the Go2's DDS topics."""
 
     def __init__(
-        self, robot, participant, *, freeze=False, press=None, sport_mode=False, lockstep=False
-    ):
+        self, robot, participant, *, freeze=False, press=None, sport_mode=False, lockstep=False,
+        ground_truth_topic=None, noise: SensorNoise | None = None, noise_seed: int = 0,
+        press_after_command=False,
+    ):  # fmt: skip
         self.robot = robot
         self.drivers = robot.driver
         self.perm = self.drivers.perm
         self.freeze = freeze
+        # the LowState's sensors: the robot's own, or with `noise` (`hardware.sensor_noise`)
+        self.sensors = robot if noise is None else NoisySensors(robot, noise, seed=noise_seed)
+        self.battery = Battery()
+        self.heat = MotorHeat(robot.joint_map.nu)
+        self._heated_until = robot.now()
+        self.truth_writer = None
+        if ground_truth_topic:
+            self.truth_writer = dds.make_writer(
+                participant, ground_truth_topic, msgs.SportModeState_
+            )
         self.press = press  # (start [s], duration [s], buttons) in sim time
         self.drivers.sport_mode = sport_mode
         self.state_writer = dds.make_writer(participant, dds.TOPIC_LOWSTATE, msgs.LowState_)
@@ -142,22 +263,38 @@ class Go2Sim:
         self.rpc_reader = dds.make_reader(
             participant, f"{dds.MOTION_SWITCHER}/request", msgs.Request_, 16
         )
+        # the sport service's StandDown (`sport_client`); silent once sport mode is released
+        self.sport_rpc_writer = dds.make_writer(
+            participant, f"{sport_client.SPORT}/response", msgs.Response_
+        )
+        self.sport_rpc_reader = dds.make_reader(  # reliable: no request lost to discovery
+            participant, f"{sport_client.SPORT}/request", msgs.Request_, 16, True
+        )
+        self.rpc_log: list = []  # (service, API id, status code) of every request, in order
         self.lockstep = lockstep
         self.step_reader = dds.make_reader(participant, dds.TOPIC_STEP, msgs.Step_, 16, True)
         self._state = codec.zero(msgs.LowState_)  # filled in place at every publish
         self._sport = codec.zero(msgs.SportModeState_)
+        self._truth = codec.zero(msgs.SportModeState_)
         self.running = True
         self.started = False
+        self.first_command_at = None  # [s] sim time of the first accepted LowCmd
+        self.press_after_command = press_after_command
         self.history: dict = {k: [] for k in ("t", "z", "mode", "kp_max", "buttons")}
-        self.counters = {"published": 0, "overruns": 0, "rpc": 0, "steps": 0, "late_commands": 0}
+        self.counters = {"published": 0, "overruns": 0, "rpc": 0, "steps": 0, "late_commands": 0,
+                         "stand_down": 0}  # fmt: skip
 
     # ------------------------------------------------------------- incoming
     def drain(self) -> None:
         for msg in dds.take(self.cmd_reader, msgs.LowCmd_):
             if self.drivers.submit(msg, self.robot.now()) is None:
-                self.started = self.started or not self.freeze
+                if not self.started:
+                    self.first_command_at = self.robot.now()
+                self.started = True  # a command was accepted
         for request in dds.take(self.rpc_reader, msgs.Request_):
             self._answer(request)
+        for request in dds.take(self.sport_rpc_reader, msgs.Request_):
+            self._answer_sport(request)
 
     def _answer(self, request) -> None:
         self.counters["rpc"] += 1
@@ -171,21 +308,62 @@ class Go2Sim:
             code = 3203  # RPC_ERR_SERVER_API_NOT_IMPL
         header = msgs.ResponseHeader_(request.header.identity, msgs.ResponseStatus_(code))
         self.rpc_writer.write(msgs.Response_(header, data, []))
+        self.rpc_log.append(("motion_switcher", api, code))
+
+    def _answer_sport(self, request) -> None:
+        """The sport service: StandDown answered 0 and counted (the robot stays as it is) while
+        in sport mode; after the release the service is gone and nothing answers (the client
+        ends with RPC_ERR_CLIENT_API_TIMEOUT, as Unitree's does)."""
+        api = int(request.header.identity.api_id)
+        if not self.drivers.sport_mode:
+            self.rpc_log.append(("sport", api, sport_client.RPC_ERR_CLIENT_API_TIMEOUT))
+            return
+        self.counters["rpc"] += 1
+        code = 0 if api == sport_client.API_STAND_DOWN else sport_client.RPC_ERR_SERVER_API_NOT_IMPL
+        if code == 0:
+            self.counters["stand_down"] += 1
+        header = msgs.ResponseHeader_(request.header.identity, msgs.ResponseStatus_(code))
+        self.sport_rpc_writer.write(msgs.Response_(header, "", []))
+        self.rpc_log.append(("sport", api, code))
 
     # ------------------------------------------------------------- outgoing
     def buttons(self) -> int:
         if self.press is None:
             return 0
         start, duration, bits = self.press
-        return int(bits) if start <= self.robot.now() < start + duration else 0
+        since = self.robot.now()
+        if self.press_after_command:
+            if self.first_command_at is None:
+                return 0
+            since -= self.first_command_at
+        return int(bits) if start <= since < start + duration else 0
+
+    def clock(self) -> float:
+        """The robot clock [s] of LowState_ `tick`: the physics time, or with `--freeze` the
+        time since the start (one step per publish in real time)."""
+        if self.freeze:
+            return self.counters["published"] * self.robot.dt
+        return self.robot.now()
 
     def publish(self) -> None:
-        m = self.robot.read()
+        m = self.robot.read()  # the true state (sport state, ground truth)
+        sensed = m if self.sensors is self.robot else self.sensors.read()
         now = self.robot.now()
+        if now > self._heated_until:  # the torque of the last step held since the last publish
+            self.heat.step(m.joint_tau, now - self._heated_until)
+            self.battery.step(m.joint_tau, m.joint_qd, now - self._heated_until)
+            self._heated_until = now
+        sensed = sensed.replace(motor_temperature=self.heat.temperature)
         buttons = self.buttons()
-        conversions.lowstate_from_measurement(m, self.perm, round(1e3 * now), buttons, self._state)
+        conversions.lowstate_from_measurement(
+            sensed, self.perm, round(1e3 * self.clock()), buttons, self._state,
+            power=self.battery.report(),
+        )  # fmt: skip
         self.state_writer.write(self._state)
-        self.sport_writer.write(conversions.sport_state_from_measurement(m, now, self._sport))
+        if self.drivers.sport_mode:  # the sport service runs until released
+            self.sport_writer.write(conversions.sport_state_from_measurement(m, now, self._sport))
+        if self.truth_writer is not None:
+            self.truth_writer.write(conversions.sport_state_from_measurement(m, now, self._truth))
         self.counters["published"] += 1
         if self.counters["published"] % HISTORY_EVERY == 0:
             command = self.drivers.command
@@ -213,7 +391,7 @@ class Go2Sim:
                 self.counters["overruns"] += 1
             for _ in range(min(max(due, 0), MAX_CATCH_UP)):
                 self.drain()  # commands that arrived while late count at their own step
-                if self.started:
+                if not self.freeze:  # the physics runs from the start
                     self.robot.advance(dt)
                 self.publish()
                 ticks += 1
@@ -246,9 +424,8 @@ class Go2Sim:
                 self.drain()
             if self.drivers.counters["received"] < needed:
                 self.counters["late_commands"] += 1
-            self.started = not self.freeze
             moved = False
-            while self.started and self.robot.now() < target - 0.5 * dt:
+            while not self.freeze and self.robot.now() < target - 0.5 * dt:
                 self.robot.advance(dt)
                 self.publish()
                 moved = True
@@ -262,6 +439,7 @@ class Go2Sim:
             "robot_time": self.robot.now(),
             "mode": RobotMode(d.mode).name,
             "started": self.started,
+            "first_command_at": self.first_command_at,
             "sport_mode": d.sport_mode,
             "watchdog_trips": list(d.trip_times),
             "last_command_accepted_at": d.last_accepted,
@@ -272,14 +450,22 @@ class Go2Sim:
             else {k: getattr(command, k).tolist() for k in JointCommand.ARRAYS},
             "applied_slots": d.slots,
             "history": self.history,
+            "rpc_log": self.rpc_log,
         }
 
 
-def make_robot(backend: str, timestep: float, q0, command_timeout: float, damping_kd):
-    """A simulated Go2 (MuJoCo or ours) whose motors are `LowCmdDrivers`."""
+def make_robot(
+    backend: str, timestep: float, q0, command_timeout: float, damping_kd, lying: bool = False
+):
+    """A simulated Go2 (MuJoCo or ours) whose motors are `LowCmdDrivers`; it starts at `q0`
+    (default the standing pose, or `lying_q0` with `lying`)."""
     import dynamics
 
     model = dynamics.load_robot("go2")
+    if lying:
+        if q0 is not None:
+            raise ValueError("give either q0 or lying, not both")
+        q0 = lying_q0(model)
     if backend == "mujoco":
         from ..backends.mujoco_sim import MuJoCoRobot
 
@@ -323,18 +509,29 @@ def main(argv=None) -> dict:
     parser.add_argument("--command-timeout", type=float, default=0.1, help="damping after [s]")
     parser.add_argument("--damping-kd", type=float, default=None, help="[N m s/rad]")
     parser.add_argument("--q0", default=None, help="initial configuration, JSON list (nq,)")
+    parser.add_argument("--lying", action="store_true", help="start lying, legs folded")
     parser.add_argument("--freeze", action="store_true", help="never run the physics")
     parser.add_argument("--sport-mode", action="store_true", help="start in sport mode")
     parser.add_argument("--lockstep", action="store_true", help="simulate on Step_ messages")
     parser.add_argument("--press", nargs=3, type=float, default=None, metavar=("T", "D", "BITS"))
+    parser.add_argument("--press-after-command", action="store_true",
+                        help="--press T counts from the first accepted LowCmd")  # fmt: skip
     parser.add_argument("--max-lifetime", type=float, default=600.0, help="[s]")
+    parser.add_argument("--ground-truth-topic", nargs="?", const=conversions.TOPIC_GROUND_TRUTH,
+                        default=None, help="publish the true base state there (tests, logs)")
+    parser.add_argument("--imu-noise", action="store_true", help="a Go2-like IMU's noise")
+    parser.add_argument("--noise-seed", type=int, default=0, help="seed of the IMU noise")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     q0 = None if args.q0 is None else np.array(json.loads(args.q0), dtype=float)
-    robot = make_robot(args.backend, args.timestep, q0, args.command_timeout, args.damping_kd)
+    robot = make_robot(args.backend, args.timestep, q0, args.command_timeout, args.damping_kd,
+                       lying=args.lying)  # fmt: skip
     domain, participant = dds.open_domain(args.domain, args.interface or None)
     sim = Go2Sim(robot, participant, freeze=args.freeze, press=args.press,
-                 sport_mode=args.sport_mode, lockstep=args.lockstep)  # fmt: skip
+                 sport_mode=args.sport_mode, lockstep=args.lockstep,
+                 ground_truth_topic=args.ground_truth_topic, noise_seed=args.noise_seed,
+                 press_after_command=args.press_after_command,
+                 noise=imu_noise() if args.imu_noise else None)  # fmt: skip
 
     def stop(*_):
         sim.running = False
