@@ -68,13 +68,15 @@ class LoopResult:
         over the last tenth of the finite samples: settled) [m], the peak joint speed as a
         fraction of the joint's velocity limit (`max_j,t |qd_j| / velocity_limit_j`; the safety
         layer damps above `SafetyConfig.velocity_factor`, 1.5 by default; NaN before any
-        measurement), the safety layer's final mode and events, and the timing statistics."""
+        measurement; NaN heights without any base position), the safety layer's final mode and
+        events, and the timing statistics."""
         z = self.log["base_position"][:, 2]
         z = z[np.isfinite(z)]
         speed = np.abs(self.log["joint_qd"]) / self.safety.joint_map.velocity_limit
         return {
-            "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :])),
-            "min_base_height_m": float(np.min(z)),
+            "settled_base_height_m": float(np.mean(z[-max(1, len(z) // 10) :]))
+            if len(z) else float("nan"),
+            "min_base_height_m": float(np.min(z)) if len(z) else float("nan"),
             "peak_joint_speed_fraction": (
                 float(np.nanmax(speed)) if np.any(np.isfinite(speed)) else float("nan")
             ),
@@ -227,7 +229,7 @@ def _run_simulated(robot, controller, safety, duration, ratio, command_dt, sourc
         wall = time.perf_counter()
         now = robot.now()
         m = robot.read()
-        accepted = safety.observe(now, m)
+        accepted = safety.observe(now, m, fault=getattr(robot, "estimator_fault", None))
         new = None
         if k % ratio == 0 and accepted:
             c0 = time.perf_counter()
@@ -334,7 +336,7 @@ def _run_wall(robot, controller, safety, duration, control_dt, command_dt, sourc
             start = time.perf_counter()
             now = robot.now()
             m = robot.read()
-            accepted = safety.observe(now, m)
+            accepted = safety.observe(now, m, fault=getattr(robot, "estimator_fault", None))
             if accepted:
                 worker.offer(m)
             new, errors = worker.take()

@@ -19,12 +19,20 @@ Measurements (`observe`):
 - `measurement_missing`: `read()` gave nothing yet.
 - `measurement_invalid`: wrong shape, NaN/inf, degenerate quaternion: the sample is not used.
 - `measurement_stale`: older than `measurement_timeout` on the robot clock: not used.
+- `estimator_fault`: the robot's state estimator reports a fault (`observe(..., fault=)`):
+  DAMPING.
 Watchdogs and the measured state (`command`), each switching to DAMPING:
 - `measurement_timeout`: no accepted measurement for `measurement_timeout`.
 - `command_timeout`: no valid controller command for `command_timeout` (the controller
   stopped, returned None, raised, or produced only invalid commands).
 - `joint_velocity_violation`: `|qd| > velocity_factor * velocity_limit`.
 - `joint_position_violation`: `q` outside the limits by more than `position_tolerance`.
+- `base_tilt_violation`: roll or pitch of the IMU orientation (`base_quat`, Z-Y-X Euler
+  angles, `roll_pitch`) beyond `max_roll` / `max_pitch`: the robot is falling or has fallen.
+- `motor_temperature_violation`: a motor's `motor_temperature` at or above
+  `motor_temperature_limit` (the detail names the hottest one); below it, at or above
+  `motor_temperature_warning`, a `motor_temperature_warning` event only (no mode change).
+  Backends without temperatures (`motor_temperature` None) are not checked.
 - `robot_not_active`: the robot reports DAMPING (its own watchdog fired) in NORMAL, or in
   SOFT_START after it had armed; the robot reporting ESTOP puts the layer in ESTOP.
 Commands (`command`):
@@ -60,7 +68,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .interface import JointCommand, JointMap, Measurement, RobotMode
+from .interface import JointCommand, JointMap, Measurement, RobotMode, rotation_from_quat
 from .pose import interpolate_pose
 
 logger = logging.getLogger(__name__)
@@ -92,6 +100,16 @@ class SafetyConfig:
     max_target_rate: [rad/s] largest rate of change of `q*`; None: the joint velocity limits.
     max_kp, max_kd: largest gains; None: 4x the standing gains.
     torque_limit: [N m] largest commanded torque; None: the joints' effort limits.
+    max_roll, max_pitch: [rad] largest |roll|, |pitch| of the base (`roll_pitch`) before
+        DAMPING; None: not checked. The defaults are the fall limits legged_gym-style
+        trainers terminate episodes at (unitree_rl_gym: |roll| > 0.8, |pitch| > 1.0), far
+        beyond any walking or standing attitude.
+    motor_temperature_warning, motor_temperature_limit: [deg C] a warning event at or above
+        the first, DAMPING at or above the second; None: not checked. Unitree publishes no
+        thermal limit for the Go2's joint motors that we could find: 70 and 85 deg C are
+        conservative choices of ours (to be raised once the drivers' own over-temperature
+        cut-off is known), meant to lay the robot down under damping before the drivers
+        cut torque on their own.
     """
 
     command_timeout: float = 0.1
@@ -105,11 +123,25 @@ class SafetyConfig:
     max_kp: object = None
     max_kd: object = None
     torque_limit: object = None
+    max_roll: float | None = 0.8
+    max_pitch: float | None = 1.0
+    motor_temperature_warning: float | None = 70.0
+    motor_temperature_limit: float | None = 85.0
 
     def __post_init__(self):
         rate = self.max_target_rate
         if rate is not None and not np.all(np.asarray(rate, float) > 0):
             raise ValueError(f"max_target_rate must be positive [rad/s] (or None), got {rate}")
+        for name in ("max_roll", "max_pitch"):
+            value = getattr(self, name)
+            if value is not None and not (0.0 < float(value) <= np.pi):
+                raise ValueError(f"{name} must be in (0, pi] [rad] (or None), got {value}")
+        warn, limit = self.motor_temperature_warning, self.motor_temperature_limit
+        if warn is not None and limit is not None and float(warn) > float(limit):
+            raise ValueError(
+                f"motor_temperature_warning ({warn} deg C) must not exceed "
+                f"motor_temperature_limit ({limit} deg C)"
+            )
 
 
 @dataclass
@@ -169,6 +201,8 @@ _SEVERE = {
     "joint_velocity_violation",
     "joint_position_violation",
     "robot_not_active",
+    "base_tilt_violation",
+    "motor_temperature_violation",
 }
 
 
@@ -189,12 +223,49 @@ def command_error(command: JointCommand, nu: int) -> str | None:
 def measurement_error(measurement: Measurement, nu: int) -> str | None:
     """Why `measurement` must be rejected (shape, NaN/inf, degenerate quaternion), or None."""
     shapes = {"joint_q": (nu,), "joint_qd": (nu,), "base_quat": (4,)}
+    if measurement.motor_temperature is not None:
+        shapes["motor_temperature"] = (nu,)
     for name, shape in shapes.items():
         if np.shape(getattr(measurement, name)) != shape:
             return f"{name} has shape {np.shape(getattr(measurement, name))}, expected {shape}"
     if not measurement.is_finite():
         return "non-finite values or a degenerate quaternion"
     return None
+
+
+def roll_pitch(quat_xyzw) -> tuple[float, float]:
+    """Roll and pitch [rad] of an orientation `quat_xyzw (4,)` (base to world; normalised
+    here): the Z-Y-X Euler angles of `R = Rz(yaw) Ry(pitch) Rx(roll)`,
+
+        roll = atan2(R[2, 1], R[2, 2]) in (-pi, pi],   pitch = asin(-R[2, 0]) in [-pi/2, pi/2].
+
+    Upside down, |roll| is near pi whatever the pitch."""
+    r = rotation_from_quat(np.asarray(quat_xyzw, dtype=float))
+    roll = float(np.arctan2(r[2, 1], r[2, 2]))
+    pitch = float(np.arcsin(np.clip(-r[2, 0], -1.0, 1.0)))
+    return roll, pitch
+
+
+def tilt_error(quat_xyzw, max_roll: float | None, max_pitch: float | None) -> str | None:
+    """Why the base is tilted too far (`|roll| > max_roll` or `|pitch| > max_pitch`, [rad];
+    None disables that angle), with the angle in rad and degrees; None when it is not."""
+    roll, pitch = roll_pitch(quat_xyzw)
+    for name, angle, limit in (("roll", roll, max_roll), ("pitch", pitch, max_pitch)):
+        if limit is not None and abs(angle) > limit:
+            degrees = np.degrees(angle)
+            return f"{name} {angle:+.3f} rad ({degrees:+.1f} deg) beyond +-{limit:.3f} rad"
+    return None
+
+
+def hot_motors(temperature, limit: float | None) -> np.ndarray:
+    """Mask `(nu,)` of the motors whose `temperature (nu,)` [deg C] is at or above `limit`
+    (all False when either is None)."""
+    if temperature is None:
+        return np.zeros(0, dtype=bool)
+    temperature = np.asarray(temperature, dtype=float)
+    if limit is None:
+        return np.zeros(temperature.shape, dtype=bool)
+    return temperature >= float(limit)
 
 
 def clip_with_mask(x, lower, upper) -> tuple[np.ndarray, np.ndarray]:
@@ -313,9 +384,16 @@ class SafetyLayer:
             self._record(now, "damping", f"after {kind}")
 
     # ------------------------------------------------------------- per tick
-    def observe(self, now: float, measurement: Measurement | None) -> bool:
-        """Accept `measurement` (True) or reject it (False, recorded). Call first each tick."""
+    def observe(
+        self, now: float, measurement: Measurement | None, fault: str | None = None
+    ) -> bool:
+        """Accept `measurement` (True) or reject it (False, recorded). Call first each tick.
+
+        fault: a fault reported beside the measurement (the state estimator's,
+        `EstimatedRobot.estimator_fault`): recorded as `estimator_fault`, DAMPING."""
         self.tick += 1
+        if fault is not None:
+            self._damp(now, "estimator_fault", fault)
         if measurement is None:
             self._record(now, "measurement_missing")
             return False
@@ -368,6 +446,12 @@ class SafetyLayer:
         if np.any(out):
             self._damp(now, "joint_position_violation", "", np.flatnonzero(out))
             return
+        tilt = tilt_error(m.base_quat, cfg.max_roll, cfg.max_pitch)
+        if tilt is not None:
+            self._damp(now, "base_tilt_violation", tilt)
+            return
+        if self._motor_temperatures(now, m.motor_temperature):
+            return
         if m.robot_mode == RobotMode.ESTOP:
             self.estop(now, "robot reports ESTOP")
         elif m.robot_mode == RobotMode.ACTIVE:
@@ -375,6 +459,29 @@ class SafetyLayer:
         elif self.mode is Mode.NORMAL or self.robot_armed:
             # DAMPING is expected only while the soft start is arming the drivers
             self._damp(now, "robot_not_active", "the robot's drivers are in DAMPING")
+
+    def _motor_temperatures(self, now: float, temperature) -> bool:
+        """Record a warning or damp for hot motors; True when it damped."""
+        cfg = self.config
+        checks = (
+            ("motor_temperature_violation", cfg.motor_temperature_limit),
+            ("motor_temperature_warning", cfg.motor_temperature_warning),
+        )
+        for kind, limit in checks:
+            hot = hot_motors(temperature, limit)
+            if not np.any(hot):
+                continue
+            hottest = int(np.argmax(temperature))
+            detail = (
+                f"{self.joint_map.names[hottest]} at {float(temperature[hottest]):.1f} deg C "
+                f"(limit {limit:.1f})"
+            )
+            if kind == "motor_temperature_violation":
+                self._damp(now, kind, detail, np.flatnonzero(hot))
+                return True
+            self._record(now, kind, detail, np.flatnonzero(hot))
+            return False
+        return False
 
     def _next(self, now: float, command: JointCommand) -> JointCommand:
         self.sequence += 1
