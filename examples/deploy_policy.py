@@ -14,7 +14,15 @@ omnidirectional box, `OMNI_TOUR`), ramped at `--accel`, `--yaw-accel` (0: step c
 `--randomize SEED` runs MuJoCo under one draw of domain
 randomisation (`hardware.backends.mujoco_disturbances`: payload, friction, command
 latency, pushes; the training environment's ranges, `--push` and `--latency-ms` to change
-them). Prints timing statistics, safety interventions, the tracking per command (MuJoCo's base
+them). `--estimator` runs the robot as a Go2 with its sport service released would be: its
+sensors noisy as a Go2's (`hardware.sensor_noise.SensorNoise.go2`), MuJoCo's true base state
+taken away, and the base velocity and position estimated from the IMU, the joints and the
+foot forces (`hardware.estimated_robot.EstimatedRobot`); a policy that observes the base
+velocity then observes the estimate. The run then starts as on the robot, through the
+start-up sequence (`hardware.startup`): the robot holds its standing pose until
+`STAND_SECONDS`, while the estimator starts on four loaded feet, and the policy takes over
+only if the measurement has every input the policy needs (refused before arming otherwise).
+Prints timing statistics, safety interventions, the tracking per command (MuJoCo's base
 velocity in the heading frame, averaged after `SETTLE_SECONDS` of each command) and the base
 heights; saves the loop log (npz) and a summary (json).
 
@@ -37,8 +45,12 @@ from hardware.backends.mujoco_disturbances import (
     DisturbedMuJoCoRobot,
 )
 from hardware.backends.mujoco_sim import MuJoCoRobot
+from hardware.estimated_robot import EstimatedRobot
+from hardware.estimator import StateEstimator
 from hardware.interface import JointMap, VelocityCommand, rotation_from_quat
 from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.sensor_noise import NoisySensors, SensorNoise
+from hardware.startup import AutoStart, StartupSequence
 from hardware.timing import format_summary
 from learning.policy import ACTION_CLIP
 from learning.policy_adapter import PolicyController
@@ -46,6 +58,7 @@ from learning.policy_export import (
     load_exported_policy,
     load_numpy_policy,
     load_onnx_policy,
+    policy_inputs,
 )
 
 STAND_SECONDS = 0.5  # [s] zero velocity command before `--velocity`, as deploy_mujoco's MPC
@@ -150,10 +163,12 @@ class BaseVelocityRecorder:
     yaw rate `omega_z` [rad/s] (world z), with the loop time `t` [s]."""
 
     def __init__(self, robot):
+        self.robot = robot
         self.qpos, self.dof = robot.base_joint_addresses()
         self.t, self.v_xy, self.omega_z = [], [], []
 
-    def __call__(self, t, safety, robot) -> None:
+    def __call__(self, t, safety, _robot) -> None:
+        robot = self.robot  # the simulator itself, under any wrapper the loop drives
         quat_wxyz = robot.data.qpos[self.qpos + 3 : self.qpos + 7]
         rotation = rotation_from_quat(quat_wxyz[[1, 2, 3, 0]])  # base to world
         yaw = np.arctan2(rotation[1, 0], rotation[0, 0])
@@ -186,10 +201,13 @@ class BaseVelocityRecorder:
 
 def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, soft_start=0.2,
         max_target_rate=None, vy=0.0, yaw_rate=0.0, commands=None, segment_seconds=2.5,
-        randomize=None, ranges=None, accel=COMMAND_ACCEL, yaw_accel=COMMAND_YAW_ACCEL):  # fmt: skip
+        randomize=None, ranges=None, accel=COMMAND_ACCEL, yaw_accel=COMMAND_YAW_ACCEL,
+        estimator=False):  # fmt: skip
     """`commands`: (K, 3) to run one after another (None: `(velocity, vy, yaw_rate)`);
     `randomize`: seed of a `ranges.sample` draw (`DisturbanceRanges`; None: nominal MuJoCo);
-    `accel`, `yaw_accel`: the command ramp of `command_schedule`."""
+    `accel`, `yaw_accel`: the command ramp of `command_schedule`; `estimator`: Go2-like
+    sensor noise and the state estimator in place of MuJoCo's true base state (module
+    docstring)."""
     policy, config = load_runtime(folder, runtime)
     model = dynamics.load_robot(config["robot"])
     if randomize is None:
@@ -199,6 +217,10 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         ranges = ranges or DisturbanceRanges()
         disturbances = ranges.sample(randomize, seconds, model.total_mass, start=STAND_SECONDS)
         robot = DisturbedMuJoCoRobot(model, disturbances, timestep=1.0 / command_rate)
+    simulator = robot
+    if estimator:
+        noisy = NoisySensors(robot, SensorNoise.go2(), seed=0 if randomize is None else randomize)
+        robot = EstimatedRobot(noisy, StateEstimator(model))
     check_conventions(config, robot.joint_map)
     controller = PolicyController(
         policy,
@@ -207,12 +229,20 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         kp=np.asarray(config["kp"]),
         kd=np.asarray(config["kd"]),
     )
+    if estimator:  # as on the robot: stand, hold, then the policy (module docstring)
+        sequence = StartupSequence(controller, robot.joint_map, stand_duration=0.2,
+                                   kp=np.asarray(config["kp"]), kd=np.asarray(config["kd"]),
+                                   required_inputs=policy_inputs(config),
+                                   estimated_inputs=("base_linear_velocity", "base_position"),
+                                   warm_up=False,
+                                   backend="MuJoCo with the state estimator")  # fmt: skip
+        controller = AutoStart(sequence, auto=True, controller_after=STAND_SECONDS)
     config_safety = SafetyConfig(soft_start_duration=soft_start, max_target_rate=max_target_rate)
     safety = SafetyLayer(robot.joint_map, config_safety)
     if commands is None:
         commands = [(velocity, vy, yaw_rate)]
     source, segments = command_schedule(commands, segment_seconds, accel, yaw_accel)
-    recorder = BaseVelocityRecorder(robot)
+    recorder = BaseVelocityRecorder(simulator)
     result = control_loop.run(
         robot,
         controller,
@@ -249,11 +279,30 @@ def run(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=500.0, 
         ),
         "controller_calls": result.controller_calls,
         "controller_errors": result.controller_errors,
-        "drivers": dict(robot.driver.counters),
-        "watchdog_trips": list(robot.driver.trip_times),
+        "drivers": dict(simulator.driver.counters),
+        "watchdog_trips": list(simulator.driver.trip_times),
+        "base_state_source": "estimator" if estimator else "ground_truth",
+        "estimator": _estimator_summary(robot) if estimator else None,
+        "startup_phases": [p.value for p in controller.sequence.phases()] if estimator else None,
         **result.summary(),
     }  # fmt: skip
     return summary, result
+
+
+def _estimator_summary(robot: EstimatedRobot) -> dict:
+    """The estimate against MuJoCo's truth over the run: RMS velocity error [m/s] (base frame,
+    the norm of the 3-vector), RMS height error [m], the fault (None) and the share of samples
+    with a valid estimate, and the lowest true base height [m]."""
+    h = robot.history_arrays()
+    valid = h["valid"]
+    lowest = float(np.min(h["true_position"][:, 2])) if len(valid) else float("nan")
+    if not valid.any():
+        return {"valid_share": 0.0, "fault": robot.fault, "min_true_height_m": lowest}
+    dv = h["velocity"][valid] - h["true_velocity"][valid]
+    dz = h["position"][valid, 2] - h["true_position"][valid, 2]
+    return {"valid_share": float(valid.mean()), "fault": robot.fault,
+            "velocity_rms_m_per_s": float(np.sqrt(np.mean(np.sum(dv**2, axis=1)))),
+            "height_rms_m": float(np.sqrt(np.mean(dz**2))), "min_true_height_m": lowest}
 
 
 def parse_commands(values) -> np.ndarray | None:
@@ -298,6 +347,8 @@ def main(argv=None):
                         help="largest push with --randomize [m/s]")
     parser.add_argument("--latency-ms", type=float, default=1e3 * DisturbanceRanges.latency_s,
                         help="largest command latency with --randomize [ms]")
+    parser.add_argument("--estimator", action="store_true",
+                        help="Go2-like sensor noise, no true base state: the state estimator")
     parser.add_argument("--command-rate", type=float, default=500.0, help="[Hz] = MuJoCo rate")
     parser.add_argument("--soft-start", type=float, default=0.2, help="[s]")
     parser.add_argument("--max-target-rate", type=float, default=None,
@@ -317,7 +368,7 @@ def main(argv=None):
     summary, result = run(args.policy, args.runtime, args.seconds, args.velocity,
                           args.command_rate, args.soft_start, args.max_target_rate, args.vy,
                           args.yaw_rate, commands, args.segment_seconds, args.randomize,
-                          ranges, args.accel, args.yaw_accel)  # fmt: skip
+                          ranges, args.accel, args.yaw_accel, args.estimator)  # fmt: skip
     print(f"policy {summary['policy']} ({args.runtime}) on {summary['robot']}, "
           f"{summary['control_rate_hz']:.0f} Hz")  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
@@ -334,6 +385,11 @@ def main(argv=None):
         print(f"  command ({vx:+.2f}, {vy:+.2f}, {wz:+.2f}) from {r['start_s']:.1f} s: "
               f"linear error {r['linear_error']:.3f} m/s, yaw-rate error "
               f"{r['yaw_rate_error']:.3f} rad/s")  # fmt: skip
+    if summary["estimator"]:
+        e = summary["estimator"]
+        print(f"estimator: velocity RMS error {e.get('velocity_rms_m_per_s', float('nan')):.3f} "
+              f"m/s, height RMS error {e.get('height_rms_m', float('nan')):.4f} m, valid "
+              f"{e['valid_share']:.0%}, fault {e['fault']}")  # fmt: skip
     print(f"average speed {summary['average_speed_m_per_s']:.3f} m/s "
           f"(command {args.velocity} m/s), base height min {summary['min_base_height_m']:.4f} "
           f"settled {summary['settled_base_height_m']:.4f} m, "

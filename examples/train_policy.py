@@ -34,7 +34,7 @@ import time
 import jax
 import numpy as np
 
-from learning.env import EnvConfig, Randomization
+from learning.env import EnvConfig, ObservationNoise, Randomization
 from learning.evaluation import evaluate
 from learning.metrics_log import MetricsLog
 from learning.policy import CONTROL_DT, load_policy, save_policy
@@ -47,25 +47,31 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
         seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
         critic_bootstrap=False, fast_compile=False, command=None, devices=None,
         dtype="float64", gait_period=None, command_interval=None,
-        command_extremes=0.0):  # fmt: skip
+        command_extremes=0.0, base_velocity=True, observation_noise=False):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
     `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
     the environment's ("float32" on GPUs); `gait_period` [s]: the observation ends with a gait
     clock of this period (`EnvConfig.gait_period`; None: none), exported with it;
     `command_interval` [s]: a new command every so often within an episode
     (`EnvConfig.command_interval`, rounded to policy steps; None: one per episode);
-    `command_extremes`: `EnvConfig.command_extremes` (corners of the command box). Returns
+    `command_extremes`: `EnvConfig.command_extremes` (corners of the command box);
+    `base_velocity` False: the policy does not observe the base linear velocity (a start
+    policy that did has those inputs removed, `learning.policy.without_base_velocity`);
+    `observation_noise`: legged_gym-like noise on every observation
+    (`learning.env.ObservationNoise`). Returns
     `(TrainResult, evaluation dict)` (the evaluation is None in processes other than 0 of a
     multi-process run)."""
     interval = None if command_interval is None else max(1, round(command_interval / CONTROL_DT))
     env = EnvConfig(robot=robot, contact=contact, dtype=dtype, gait_period=gait_period,
-                    command_interval=interval, command_extremes=command_extremes)  # fmt: skip
+                    command_interval=interval, command_extremes=command_extremes,
+                    observe_base_velocity=base_velocity,
+                    observation_noise=ObservationNoise() if observation_noise else None)
     env = env.with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
     config = SHACConfig(env=env, num_envs=envs, horizon=horizon, actor_lr=actor_lr, seed=seed,
                         critic_bootstrap=critic_bootstrap, fast_compile=fast_compile)  # fmt: skip
-    policy = load_policy(init) if init else None
+    policy = _load_start(init) if init else None
     folder = os.path.join(out, "checkpoints")
     start = time.perf_counter()
     result = train(config, policy, iterations=iterations, checkpoint_dir=folder,
@@ -119,6 +125,15 @@ def run(robot="go2", iterations=100, envs=64, horizon=32, contact="smooth", out=
     return result, ev
 
 
+def _load_start(init: str):
+    """The start policy: a `save_policy` file, or an exported policy folder."""
+    if os.path.isdir(init):
+        from learning.policy_export import load_exported_policy
+
+        return load_exported_policy(init)
+    return load_policy(init)
+
+
 def _has_onnx() -> bool:
     try:
         import onnx  # noqa: F401
@@ -136,7 +151,8 @@ def main(argv=None):
     p.add_argument("--contact", choices=("smooth", "penalty"), default="smooth")
     p.add_argument("--out", default="results/shac")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
-    p.add_argument("--init", default=None, help="start from a saved policy (save_policy file)")
+    p.add_argument("--init", default=None,
+                   help="start from a saved policy (save_policy file or exported folder)")
     p.add_argument("--checkpoint-every", type=int, default=10)
     p.add_argument("--no-randomization", action="store_true")
     p.add_argument("--lr", type=float, default=1e-3, help="actor learning rate")
@@ -176,6 +192,10 @@ def main(argv=None):
                    help="[s] a new command this often within an episode (default: one each)")
     p.add_argument("--command-extremes", type=float, default=0.0,
                    help="probability of each command component at an end of its range")
+    p.add_argument("--no-base-velocity", action="store_true",
+                   help="the policy does not observe the base linear velocity")
+    p.add_argument("--observation-noise", action="store_true",
+                   help="legged_gym-like uniform noise on the observations")
     p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0")
     p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
     p.add_argument("--process-id", type=int, help="multi-host: this process's index")
@@ -188,7 +208,8 @@ def main(argv=None):
         export=not a.no_export, quiet=a.quiet, critic_bootstrap=a.critic_bootstrap,
         fast_compile=a.fast_compile, command=command, devices=a.devices, dtype=a.dtype,
         gait_period=a.gait_period, command_interval=a.command_interval,
-        command_extremes=a.command_extremes,
+        command_extremes=a.command_extremes, base_velocity=not a.no_base_velocity,
+        observation_noise=a.observation_noise,
         task=dict(vx=a.vx_range, vy=a.vy_range, yaw_rate=a.yaw_range, latency=a.latency,
                   push=a.push))  # fmt: skip
 

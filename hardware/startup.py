@@ -385,3 +385,45 @@ class StartupSequence:
     def phases(self) -> list[Phase]:
         """The phases entered, in order, starting from PASSIVE."""
         return [Phase.PASSIVE] + [tr.target for tr in self.transitions if tr.accepted]
+
+
+class AutoStart:
+    """The start-up sequence (`hardware.startup.StartupSequence`: passive -> stand up -> hold
+    -> controller) around the controller, with its requests from the remote's buttons (START:
+    stand up, A: the controller, SELECT: stop, L2 + B: e-stop) and, with `auto`, from
+    software: STAND at the first call the drivers accept, CONTROLLER from `controller_after`
+    [s] on (again at each call until accepted: the estimator's base state may come later).
+    A `Controller`; `walking(t, after)` is True from `after` s after the controller phase
+    began."""
+
+    def __init__(self, sequence, auto: bool, controller_after: float | None):
+        self.sequence = sequence
+        self.auto = bool(auto)
+        self.controller_after = controller_after
+        self.controller_started: float | None = None
+        self.stood = False  # the auto start's STAND was accepted (not again after a STOP)
+
+    def reset(self, measurement) -> None:
+        self.controller_started, self.stood = None, False
+        self.sequence.reset(measurement)
+
+    def __call__(self, measurement, t, command):
+        phase = self.sequence.phase
+        if self.auto and phase is Phase.PASSIVE and not self.stood:  # once the drivers arm
+            self.stood = self.sequence.request(Request.STAND, measurement, t, "auto start")
+        elif (self.auto and phase is Phase.HOLD and self.controller_after is not None
+              and t >= self.controller_after and self.controller_started is None
+              and measurement.base_linear_velocity is not None
+              and measurement.base_position is not None):  # fmt: skip
+            self.sequence.request(Request.CONTROLLER, measurement, t, "auto start")
+        out = self.sequence(measurement, t, command)
+        if self.sequence.phase is Phase.CONTROLLER and self.controller_started is None:
+            self.controller_started = t
+        return out
+
+    def walking(self, t: float, after: float) -> bool:
+        started = self.controller_started
+        return started is not None and t >= started + after
+
+    def on_tick(self, t, safety, robot) -> None:
+        self.sequence.on_tick(t, safety, robot)

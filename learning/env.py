@@ -25,7 +25,9 @@ rotational inertia scaled by the same factor: a load distributed like the base b
 `Model` is a pytree whose arrays are leaves, so the randomised model is
 `model.replace(body_mass=..., body_inertia=...)` inside the traced step), the ground friction
 (a `StepParams` leaf), the PD gain scales `s_p`, `s_d`, the action latency and the push
-strength. Pushes are base-velocity kicks `dv_xy` (world frame) at random policy steps.
+strength. Pushes are base-velocity kicks `dv_xy` (world frame) at random policy steps. The
+plant is the robot's: its model's rotor inertia (`Model.armature`) is in the mass matrix of
+every physics step, as in MuJoCo's model of it and on the robot.
 
 Reward per policy step (terms in `info["reward_terms"]`, weights in `RewardWeights`), with the
 base velocity in the heading frame (world frame rotated by the base yaw):
@@ -75,6 +77,8 @@ from .policy import (
     observation_size,
     projected_gravity,
 )
+
+OBSERVATION_NOISE_STREAM = 7  # `fold_in` index of the observation noise in a state's key
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,34 @@ class Randomization:
 
 
 @dataclass(frozen=True)
+class ObservationNoise:
+    """Uniform observation noise in the legged_gym manner: each entry of the observation gets
+    `u * scale`, `u ~ U(-1, 1)` drawn per policy step, with the scale of its group (in the
+    observation's own units; legged_gym's `noise_scales` at `noise_level` 1). The command,
+    the last action and the gait clock are exact.
+
+    base_linear_velocity [m/s], base_angular_velocity [rad/s], projected_gravity [-],
+    joint_q [rad], joint_qd [rad/s].
+    """
+
+    base_linear_velocity: float = 0.1
+    base_angular_velocity: float = 0.2
+    projected_gravity: float = 0.05
+    joint_q: float = 0.01
+    joint_qd: float = 1.5
+
+    def scales(self, nu: int, clock: bool, base_velocity: bool) -> np.ndarray:
+        """The per-entry scale `(observation_size,)` of the layout of `learning.policy`."""
+        parts = [np.full(3, self.base_linear_velocity)] if base_velocity else []
+        parts += [np.full(3, self.base_angular_velocity), np.full(3, self.projected_gravity),
+                  np.zeros(3), np.full(nu, self.joint_q), np.full(nu, self.joint_qd),
+                  np.zeros(nu)]  # fmt: skip
+        if clock:
+            parts.append(np.zeros(3))
+        return np.concatenate(parts)
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """The environment (hashable: it keys the compiled functions).
 
@@ -165,6 +197,9 @@ class EnvConfig:
     command_extremes: the probability that each command component is drawn at one end of its
     range instead of uniformly (0: uniform). The box's corners, e.g. (1, -0.5, 1), are rare
     under uniform draws, so a policy trained on those alone may not have learned them.
+    observe_base_velocity: the policy observes the base linear velocity (False: a robot that
+    measures none, `learning.policy`); observation_noise: None (exact observations) or an
+    `ObservationNoise` added to each observation the policy sees.
     """
 
     robot: str = "go2"
@@ -189,6 +224,8 @@ class EnvConfig:
     gait_period: float | None = None
     command_interval: int | None = None
     command_extremes: float = 0.0
+    observe_base_velocity: bool = True
+    observation_noise: ObservationNoise | None = None
 
     @property
     def decimation(self) -> int:
@@ -224,13 +261,14 @@ class EnvConfig:
         return config.replace(randomization=randomization)
 
     def to_dict(self) -> dict:
-        """The fields as a dict; without "gait_period", "command_interval" and
-        "command_extremes" at their defaults, so a configuration without them has the dict it
-        had before they existed (SHAC's `--resume` compares it with the one in the
-        checkpoints)."""
+        """The fields as a dict; without "gait_period", "command_interval",
+        "command_extremes", "observe_base_velocity" and "observation_noise" at their defaults,
+        so a configuration without them has the dict it had before they existed (SHAC's
+        `--resume` compares it with the one in the checkpoints)."""
         d = dataclasses.asdict(self)
         for name, default in (("gait_period", None), ("command_interval", None),
-                              ("command_extremes", 0.0)):  # fmt: skip
+                              ("command_extremes", 0.0), ("observe_base_velocity", True),
+                              ("observation_noise", None)):  # fmt: skip
             if d[name] == default:
                 del d[name]
         return d
@@ -326,7 +364,12 @@ class LocomotionEnv:
         if not 0.0 <= config.command_extremes <= 1.0:
             raise ValueError(f"command_extremes must be a probability in [0, 1], got "
                              f"{config.command_extremes!r}")  # fmt: skip
-        self.observation_size = observation_size(model.nu, self.clock)
+        self.base_velocity = bool(config.observe_base_velocity)
+        self.observation_size = observation_size(model.nu, self.clock, self.base_velocity)
+        noise = config.observation_noise
+        self.noise_scale = None if noise is None else jnp.asarray(
+            noise.scales(model.nu, self.clock, self.base_velocity), self.dtype
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ randomisation
     def sample_params(self, key) -> EnvParams:
@@ -405,12 +448,18 @@ class LocomotionEnv:
 
     # ------------------------------------------------------------------ observation
     def observe(self, state: EnvState):
-        """The policy observation `(12 + 3 nu,)`, `(15 + 3 nu,)` with the gait clock
-        (`learning.policy.observation_from_state`)."""
-        return observation_from_state(
+        """The policy observation `(12 + 3 nu,)`, `(15 + 3 nu,)` with the gait clock, 3 fewer
+        without the base velocity (`learning.policy.observation_from_state`), with
+        `config.observation_noise` drawn from the state's key."""
+        obs = observation_from_state(
             state.sim.q, state.sim.v, state.command, state.last_action, self.q_default,
-            self.gait_clock(state),
+            self.gait_clock(state), self.base_velocity,
         )  # fmt: skip
+        if self.noise_scale is None:
+            return obs
+        key = jax.random.fold_in(state.key, OBSERVATION_NOISE_STREAM)
+        u = jax.random.uniform(key, obs.shape, self.dtype, -1.0, 1.0)
+        return obs + jax.lax.stop_gradient(u * self.noise_scale)
 
     def gait_clock(self, state: EnvState):
         """The gait clock `(3,)` at `t = state.t CONTROL_DT` [s] since the reset

@@ -146,7 +146,8 @@ def rollout_policy(policy: Policy, plant: Plant, commands, seconds: float,
     def one(command):
         def body(carry, clock):
             state, last = carry
-            obs = observation_from_state(state.q, state.v, command, last, q_default, clock)
+            obs = observation_from_state(state.q, state.v, command, last, q_default, clock,
+                                         policy.base_velocity)  # fmt: skip
             action = policy(obs.astype(dtype)).astype(q0.dtype)
             state = advance(params, state, joint_targets(action, q_default), kp)[0]
             return (state, action), (state.q, state.v, action)

@@ -29,6 +29,10 @@ with `t` [s] the time since the controller's reset (the policy's first observati
 phase 0) and the period from `policy.json`; `policy.clock(t)` computes them,
 `policy.with_clock(obs, t)` appends them to the other `12 + 3 nu` entries.
 
+The robot's measurements a policy reads are `policy.inputs` (`policy_inputs`): the
+`hardware.interface.Measurement` fields behind its observation entries, from "inputs" in
+`policy.json`, or for an export from before that key, derived from "observation_layout".
+
 This module imports only numpy and the standard library's hashlib, json and os: a test runs it
 in a process where JAX cannot be imported.
 """
@@ -49,6 +53,53 @@ RUNNER_FILE = "numpy_policy.py"
 
 class PolicyFileError(ValueError):
     """An exported policy file that cannot be read or does not fit the others."""
+
+
+# an observation entry's first word -> the `hardware.interface.Measurement` field it is
+# computed from; None: not a measurement (the operator's command, the policy's own last
+# action, the clock of its reset)
+LAYOUT_INPUTS = {
+    "base_linear_velocity": "base_linear_velocity",
+    "base_angular_velocity": "base_angular_velocity",
+    "projected_gravity": "projected_gravity",
+    "velocity_command": None,
+    "joint_q": "joint_q",
+    "joint_qd": "joint_qd",
+    "last_action": None,
+    "gait_clock": None,
+}
+
+
+def inputs_from_layout(layout):
+    """The Measurement fields `(name, ...)` an observation layout (policy.json's
+    "observation_layout": entries such as "joint_q - q_default (nu) [rad]") is computed from,
+    in layout order. Raises PolicyFileError for an entry it does not know."""
+    inputs = []
+    for entry in layout:
+        word = str(entry).split(" ", 1)[0]
+        if word not in LAYOUT_INPUTS:
+            raise PolicyFileError(
+                f"observation entry {entry!r} is not one this runner knows "
+                f"({sorted(LAYOUT_INPUTS)}): cannot tell which measurement it needs"
+            )
+        field = LAYOUT_INPUTS[word]
+        if field is not None and field not in inputs:
+            inputs.append(field)
+    return tuple(inputs)
+
+
+def policy_inputs(config):
+    """The Measurement fields an exported policy reads: its policy.json's "inputs", or, when
+    the key is absent (exports from before it), `inputs_from_layout` of "observation_layout".
+    Raises PolicyFileError when neither is usable."""
+    if "inputs" in config:
+        inputs = config["inputs"]
+        if not isinstance(inputs, list) or not all(isinstance(n, str) for n in inputs):
+            raise PolicyFileError(f'"inputs" must be a list of field names, got {inputs!r}')
+        return tuple(inputs)
+    if "observation_layout" not in config:
+        raise PolicyFileError('policy.json has neither "inputs" nor "observation_layout"')
+    return inputs_from_layout(config["observation_layout"])
 
 
 def elu(x):
@@ -141,6 +192,7 @@ class NumpyPolicy:
         self.std = np.sqrt(self.var + float(self.config["normalizer_eps"]))
         self.obs_clip = float(self.config["obs_clip"])
         self._check_shapes()
+        self.inputs = policy_inputs(self.config)  # the Measurement fields it reads
         clock = self.config.get("gait_clock")  # absent in exports from before the clock
         self.gait_period = None if clock is None else float(clock["period"])
         if self.gait_period is not None and not (np.isfinite(self.gait_period)

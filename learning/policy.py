@@ -15,7 +15,11 @@ Observation `(12 + 3 nu,)`, everything in the base frame where it is a vector:
       joint_qd (nu)              [rad/s]
       last_action (nu) ]         the previous call's action (zeros after a reset)
 
-and, where a task calls for a gait clock (`EnvConfig.gait_period`, `Policy.create(clock=True)`),
+A policy for a robot that measures no base velocity (a Go2 with its sport service released,
+whose estimate of it is a filter's) leaves the first entry out (`Policy.base_velocity` False,
+`EnvConfig.observe_base_velocity` False): the observation starts at the gyro, `(9 + 3 nu,)`.
+
+And, where a task calls for a gait clock (`EnvConfig.gait_period`, `Policy.create(clock=True)`),
 three more at the end, so the layout without it is a prefix (`observation_size(nu, clock=True)`
 = `15 + 3 nu`):
 
@@ -64,10 +68,10 @@ NORMALIZER_EPS = 1e-8  # std = sqrt(var + NORMALIZER_EPS): constant features do 
 HIDDEN = (128, 128)
 
 
-def observation_size(nu: int, clock: bool = False) -> int:
+def observation_size(nu: int, clock: bool = False, base_velocity: bool = True) -> int:
     """Length of the observation vector for `nu` actuated joints: `12 + 3 nu`, plus
-    `CLOCK_SIZE` (3) with the gait clock."""
-    return 12 + 3 * nu + (CLOCK_SIZE if clock else 0)
+    `CLOCK_SIZE` (3) with the gait clock, less 3 without the base linear velocity."""
+    return 9 + 3 * nu + (3 if base_velocity else 0) + (CLOCK_SIZE if clock else 0)
 
 
 def projected_gravity(quat_xyzw):
@@ -77,15 +81,16 @@ def projected_gravity(quat_xyzw):
     return -jnp.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)])
 
 
-def observation_from_state(q, v, command, last_action, q_default, clock=None):
+def observation_from_state(q, v, command, last_action, q_default, clock=None,
+                           base_velocity: bool = True):  # fmt: skip
     """The observation `(12 + 3 nu,)` of a floating-base state `q (7 + nu,)`, `v (6 + nu,)`.
 
     `command (3,)` = (vx, vy, yaw_rate); `last_action (nu,)`; `q_default (nu,)`; `clock`:
     None, or the gait clock `(3,)` (`trajopt.gait_clock.gait_clock`), appended: `(15 + 3 nu,)`.
-    Pure JAX."""
+    `base_velocity` False leaves out `v[0:3]` (3 entries fewer). Pure JAX."""
     quat = q[3:7] / jnp.linalg.norm(q[3:7])
-    parts = [v[0:3], v[3:6], projected_gravity(quat), command, q[7:] - q_default, v[6:],
-             last_action]  # fmt: skip
+    parts = [v[0:3]] if base_velocity else []
+    parts += [v[3:6], projected_gravity(quat), command, q[7:] - q_default, v[6:], last_action]
     if clock is not None:
         parts.append(jnp.asarray(clock, dtype=q.dtype))
     return jnp.concatenate(parts)
@@ -134,16 +139,18 @@ class Policy(eqx.Module):
 
     normalizer: Normalizer
     mlp: eqx.nn.MLP
+    base_velocity: bool = eqx.field(static=True, default=True)
 
     @staticmethod
     def create(key, nu: int, hidden=HIDDEN, dtype=jnp.float32, final_scale: float = 0.01,
-               clock: bool = False):  # fmt: skip
+               clock: bool = False, base_velocity: bool = True):  # fmt: skip
         """A fresh policy; the last layer is scaled by `final_scale` so the first actions are
         near zero (the standing pose), a common choice for PD policies.
-        clock: it observes the gait clock (`observation_size(nu, clock=True)` inputs)."""
+        clock: it observes the gait clock (`observation_size(nu, clock=True)` inputs).
+        base_velocity: it observes the base linear velocity (the first 3 inputs)."""
         if len(hidden) == 0 or len(set(hidden)) != 1:
             raise ValueError(f"hidden layers must share one width (eqx.nn.MLP), got {hidden}")
-        n_obs = observation_size(nu, clock)
+        n_obs = observation_size(nu, clock, base_velocity)
         mlp = eqx.nn.MLP(n_obs, nu, width_size=hidden[0], depth=len(hidden),
                          activation=jax.nn.elu, key=key, dtype=dtype)  # fmt: skip
         last = mlp.layers[-1]
@@ -152,7 +159,7 @@ class Policy(eqx.Module):
             mlp,
             (last.weight * final_scale, last.bias * 0.0),
         )
-        return Policy(Normalizer.create(n_obs, dtype), mlp)
+        return Policy(Normalizer.create(n_obs, dtype), mlp, base_velocity)
 
     @property
     def nu(self) -> int:
@@ -161,13 +168,32 @@ class Policy(eqx.Module):
     @property
     def clock(self) -> bool:
         """Whether it observes the gait clock (from its input size)."""
-        return self.mlp.in_size == observation_size(self.nu, clock=True)
+        return self.mlp.in_size == observation_size(self.nu, True, self.base_velocity)
 
     def __call__(self, obs):
         return self.mlp(self.normalizer.normalize(obs))
 
     def with_normalizer(self, normalizer: Normalizer) -> Policy:
         return eqx.tree_at(lambda p: p.normalizer, self, normalizer)
+
+
+def without_base_velocity(policy: Policy) -> Policy:
+    """The same network with its base-linear-velocity inputs removed: the first layer's first
+    three columns and the normaliser's first three entries dropped. It acts as `policy` does
+    on observations whose velocity is the normaliser's mean (the dropped inputs' normalised
+    value 0): a start for training a policy that does not observe the velocity."""
+    if not policy.base_velocity:
+        return policy
+    n, mlp = policy.normalizer, policy.mlp
+    template = Policy.create(jax.random.key(0), policy.nu, (mlp.width_size,) * mlp.depth,
+                             dtype=n.mean.dtype, clock=policy.clock, base_velocity=False)
+    leaves = [leaf for layer in mlp.layers for leaf in (layer.weight, layer.bias)]
+    leaves[0] = leaves[0][:, 3:]
+    blind = eqx.tree_at(
+        lambda m: [leaf for layer in m.layers for leaf in (layer.weight, layer.bias)],
+        template.mlp, leaves,
+    )  # fmt: skip
+    return Policy(Normalizer(n.mean[3:], n.var[3:], n.count), blind, base_velocity=False)
 
 
 def batched_actions(policy: Policy, obs, dtype):
@@ -185,7 +211,8 @@ def save_policy(policy: Policy, path: str) -> None:
             f"policy must be a learning.policy.Policy, got {type(policy).__name__}"
         )
     header = {"nu": policy.nu, "hidden": [policy.mlp.width_size] * policy.mlp.depth,
-              "dtype": str(policy.normalizer.mean.dtype), "clock": policy.clock}  # fmt: skip
+              "dtype": str(policy.normalizer.mean.dtype), "clock": policy.clock,
+              "base_velocity": policy.base_velocity}  # fmt: skip
     write_tree(path, policy, header)
 
 
@@ -196,7 +223,8 @@ def load_policy(path: str) -> Policy:
             header = json.loads(f.readline().decode())
             template = Policy.create(jax.random.key(0), header["nu"], tuple(header["hidden"]),
                                      dtype=jnp.dtype(header["dtype"]),
-                                     clock=bool(header.get("clock", False)))  # fmt: skip
+                                     clock=bool(header.get("clock", False)),
+                                     base_velocity=bool(header.get("base_velocity", True)))
             return eqx.tree_deserialise_leaves(f, template)
         except (ValueError, KeyError, UnicodeDecodeError, RuntimeError) as err:
             raise ValueError(f"{path} is not a policy written by save_policy: {err}") from err
@@ -259,10 +287,11 @@ def average_policies(policies) -> Policy:
             biases.append(jnp.concatenate(b))
     dtype = first.normalizer.mean.dtype
     wide = Policy.create(jax.random.key(0), first.nu, (k_count * first.mlp.width_size,)
-                         * first.mlp.depth, dtype=dtype, clock=first.clock)  # fmt: skip
+                         * first.mlp.depth, dtype=dtype, clock=first.clock,
+                         base_velocity=first.base_velocity)  # fmt: skip
     mlp = eqx.tree_at(
         lambda m: [leaf for layer in m.layers for leaf in (layer.weight, layer.bias)],
         wide.mlp,
         [leaf.astype(dtype) for pair in zip(weights, biases) for leaf in pair],
     )
-    return Policy(first.normalizer, mlp)
+    return Policy(first.normalizer, mlp, first.base_velocity)

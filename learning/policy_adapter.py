@@ -43,19 +43,22 @@ def observation(
     last_action,
     joint_map: JointMap,
     clock=None,
+    base_velocity: bool = True,
 ) -> np.ndarray:
     """The observation vector `(12 + 3 nu,)` of `learning.policy` from a measurement,
-    `(15 + 3 nu,)` with `clock`, the gait clock `(3,)` (appended).
+    `(15 + 3 nu,)` with `clock`, the gait clock `(3,)` (appended); 3 entries fewer without
+    `base_velocity` (a policy that does not observe it).
 
-    Raises ValueError when the measurement has no base linear velocity."""
+    Raises ValueError when the policy observes the base linear velocity and the measurement
+    has none."""
     m = measurement
-    if m.base_linear_velocity is None:
+    if base_velocity and m.base_linear_velocity is None:
         raise ValueError(
             "the policy observes the base linear velocity, and the measurement has none: a "
             "state estimator must fill Measurement.base_linear_velocity"
         )
-    parts = [
-        m.base_linear_velocity,
+    parts = [m.base_linear_velocity] if base_velocity else []
+    parts += [
         m.base_angular_velocity,
         m.projected_gravity,
         command.as_array()[:3],
@@ -68,12 +71,26 @@ def observation(
     return np.concatenate(parts)
 
 
+def observes_base_velocity(policy) -> bool:
+    """Whether `policy` observes the base linear velocity: a `learning.policy.Policy`'s
+    `base_velocity`, an exported policy's observation layout (its `config`), else True."""
+    flag = getattr(policy, "base_velocity", None)
+    if flag is not None:
+        return bool(flag)
+    layout = (getattr(policy, "config", None) or {}).get("observation_layout")
+    if layout is None:
+        return True
+    return any(entry.startswith("base_linear_velocity") for entry in layout)
+
+
 class PolicyController:
     """`Controller` around `policy(observation (12 + 3 nu,)) -> action (nu,)`.
 
     gait_period [s]: the policy observes the gait clock with this period (module docstring);
     None: the policy's own `gait_period` attribute if it has one (an exported `NumpyPolicy`),
-    else no clock. `observation_fn` is then called with `clock=` `(3,)` as a keyword."""
+    else no clock. `observation_fn` is then called with `clock=` `(3,)` as a keyword, and
+    with `base_velocity=False` for a policy that does not observe the base velocity
+    (`observes_base_velocity`)."""
 
     def __init__(
         self,
@@ -98,6 +115,7 @@ class PolicyController:
         self.kp = joint_map.kp_default if kp is None else kp
         self.kd = joint_map.kd_default if kd is None else kd
         self.observation_fn = observation_fn
+        self.base_velocity = observes_base_velocity(policy)
         self.last_action = np.zeros(joint_map.nu)
 
     def reset(self, measurement: Measurement) -> None:
@@ -139,7 +157,8 @@ class PolicyController:
     def observe(self, measurement: Measurement, command: VelocityCommand) -> np.ndarray:
         """The policy's observation of `measurement` (with the clock, if any)."""
         args = (measurement, command, self.last_action, self.joint_map)
+        options = {} if self.base_velocity else {"base_velocity": False}
         clock = self.clock(measurement)
-        if clock is None:
-            return self.observation_fn(*args)
-        return self.observation_fn(*args, clock=clock)
+        if clock is not None:
+            options["clock"] = clock
+        return self.observation_fn(*args, **options)

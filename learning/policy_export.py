@@ -17,8 +17,9 @@ The folder then holds
                      normaliser's epsilon, control period, activation, robot, joint names in
                      order (`JointMap.from_model`), q_default [rad], kp [N m/rad], kd [N m s/rad],
                      the observation layout, the gait clock ("gait_clock": null, or its period
-                     [s], frequency [1/s], formula and index in the observation), and the
-                     SHA-256 of policy.npz
+                     [s], frequency [1/s], formula and index in the observation), the
+                     `Measurement` fields it reads ("inputs"; `policy_inputs` derives them
+                     from the layout for older exports), and the SHA-256 of policy.npz
     numpy_policy.py  `NumpyPolicy.load(folder)`: the runner (a copy of
                      `learning/numpy_policy_runner.py`, which imports only NumPy)
     policy.onnx      (optional) input "observation" `[batch, n_obs]` float32, output "action"
@@ -61,6 +62,8 @@ from .numpy_policy_runner import (
     PolicyFileError,
     check_observation,
     gait_clock,
+    inputs_from_layout,
+    policy_inputs,
 )
 from .policy import (
     ACTION_CLIP,
@@ -83,6 +86,7 @@ __all__ = [
     "load_exported_policy",
     "observation_layout",
     "policy_arrays",
+    "policy_inputs",
 ]
 
 RUNNER_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_policy_runner.py")
@@ -105,10 +109,17 @@ CLOCK_LAYOUT = (
 )
 
 
-def observation_layout(clock: bool = False) -> tuple:
-    """The observation's entries in order (`OBSERVATION_LAYOUT`, then `CLOCK_LAYOUT` if
-    `clock`)."""
-    return OBSERVATION_LAYOUT + ((CLOCK_LAYOUT,) if clock else ())
+def observation_layout(clock: bool = False, base_velocity: bool = True) -> tuple:
+    """The observation's entries in order (`OBSERVATION_LAYOUT`, less its first entry without
+    `base_velocity`, then `CLOCK_LAYOUT` if `clock`)."""
+    layout = OBSERVATION_LAYOUT if base_velocity else OBSERVATION_LAYOUT[1:]
+    return layout + ((CLOCK_LAYOUT,) if clock else ())
+
+
+def observes_base_velocity(config: dict) -> bool:
+    """Whether an exported policy's `policy.json` config lists the base linear velocity in its
+    observation layout."""
+    return any(entry.startswith("base_linear_velocity") for entry in config["observation_layout"])
 
 
 # --------------------------------------------------------------------------- checks, arrays
@@ -130,11 +141,12 @@ def _check_policy(policy, gait_period=None) -> None:
     clock = gait_period is not None
     if clock:
         check_gait_period(gait_period, "gait_period")
-    if mlp.in_size != observation_size(policy.nu, clock):
+    expected = observation_size(policy.nu, clock, policy.base_velocity)
+    if mlp.in_size != expected:
         with_or_without = "with" if clock else "without"
         raise ValueError(
             f"the policy takes {mlp.in_size} inputs; the observation of nu = {policy.nu} joints "
-            f"{with_or_without} a gait clock has {observation_size(policy.nu, clock)} "
+            f"{with_or_without} a gait clock has {expected} "
             f"(learning.policy.observation_size); gait_period = {gait_period} "
             "(None: no clock)"
         )
@@ -172,7 +184,7 @@ def _numpy_policy(arrays: dict, config: dict) -> NumpyPolicy:
     )
 
 
-def _clock_config(gait_period, nu: int) -> dict | None:
+def _clock_config(gait_period, nu: int, base_velocity: bool = True) -> dict | None:
     """policy.json's "gait_clock": None without a clock."""
     if gait_period is None:
         return None
@@ -180,7 +192,7 @@ def _clock_config(gait_period, nu: int) -> dict | None:
     return {
         "period": period,
         "frequency": 1.0 / period,
-        "index": observation_size(nu),
+        "index": observation_size(nu, False, base_velocity),
         "size": CLOCK_SIZE,
         "formula": CLOCK_LAYOUT,
     }
@@ -209,8 +221,14 @@ def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str,
         "q_default": joint_map.q_default.tolist(),
         "kp": joint_map.kp_default.tolist(),
         "kd": joint_map.kd_default.tolist(),
-        "observation_layout": list(observation_layout(gait_period is not None)),
-        "gait_clock": _clock_config(gait_period, int(policy.nu)),
+        "observation_layout": list(
+            observation_layout(gait_period is not None, policy.base_velocity)
+        ),
+        "gait_clock": _clock_config(gait_period, int(policy.nu), policy.base_velocity),
+        # the Measurement fields the observation is computed from (`policy_inputs`)
+        "inputs": list(
+            inputs_from_layout(observation_layout(gait_period is not None, policy.base_velocity))
+        ),
         "action": "q* = q_default + action_scale * clip(action, +-action_clip), qd* = 0, "
         "tau_ff = 0, with kp, kd in the drivers' PD",
         "params_file": PARAMS_FILE,
@@ -423,7 +441,7 @@ def load_exported_policy(folder, dtype=jnp.float32) -> Policy:
     config = exported.config
     template = Policy.create(
         jax.random.key(0), config["nu"], hidden=tuple(config["hidden"]), dtype=dtype,
-        clock=exported.gait_period is not None,
+        clock=exported.gait_period is not None, base_velocity=observes_base_velocity(config),
     )  # fmt: skip
     n_layers = len(exported.weights)
     leaves = [jnp.asarray(exported.mean, dtype), jnp.asarray(exported.var, dtype),

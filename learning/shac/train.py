@@ -52,7 +52,7 @@ from trajopt import sharding
 
 from .. import checkpoint
 from ..env import EnvConfig, EnvState, compile_options, make_env
-from ..policy import HIDDEN, Normalizer, Policy
+from ..policy import HIDDEN, Normalizer, Policy, without_base_velocity
 from .losses import actor_loss_and_grad, critic_loss, rollout_loss, td_lambda_targets
 from .networks import Critic
 
@@ -141,9 +141,15 @@ def init_state(config: SHACConfig, policy: Policy | None = None) -> TrainState:
     key = jax.random.PRNGKey(config.seed)
     k_policy, k_critic, k_env, k_progress, k_train = jax.random.split(key, 5)
     if policy is None:
-        policy = Policy.create(k_policy, env.nu, config.policy_hidden, clock=env.clock)
+        policy = Policy.create(k_policy, env.nu, config.policy_hidden, clock=env.clock,
+                               base_velocity=env.base_velocity)  # fmt: skip
+    if policy.base_velocity and not env.base_velocity:
+        policy = without_base_velocity(policy)  # a start from a policy that observed it
     if policy.nu != env.nu:
         raise ValueError(f"the policy has {policy.nu} actions, {config.env.robot} has {env.nu}")
+    if policy.base_velocity != env.base_velocity:
+        raise ValueError("the policy does not observe the base velocity, the environment's "
+                         "observe_base_velocity is True")  # fmt: skip
     if policy.clock != env.clock:
         raise ValueError(
             f"the policy {'observes' if policy.clock else 'does not observe'} a gait clock, the "
