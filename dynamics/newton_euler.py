@@ -61,4 +61,4 @@ def rnea(ops, model: Model, kin: Kinematics, v, a, f_ext=None):
         lam = model.parents[i]
         if lam >= 0:
             force[lam] = force[lam] + spatial.act_force(ops, kin.parent_placement[i], force[i])
-    return ops.vcat(tau)
+    return ops.vcat(tau) + ops.const(model.armature) * a  # rotor inertia, as Pinocchio's RNEA

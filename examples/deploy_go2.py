@@ -37,7 +37,8 @@ there. The controller then runs `--seconds` (the velocity command `--velocity` a
   plan; the first plan is solved before the robot starts. With `--lockstep` instead the plain
   MPC (3 iterations per 20 ms cycle) runs in robot time (`LockstepGo2Robot`: the simulated Go2
   simulates only when told, a `Step_` message of ours after each command tick).
-The policy and the MPC need the base velocity (and the MPC the base position): from the state
+The shipped policy reads only the IMU and the joints. A policy that observes the base velocity,
+and the MPC (which needs the base position too), take them from the state
 estimator (`hardware.estimated_robot.EstimatedRobot`; `--estimator on`, the default when the
 robot publishes no `rt/sportmodestate`: the robot once its sport service is released, and our
 simulated Go2) or from the backend (`--estimator off`: `rt/sportmodestate` of unitree_mujoco

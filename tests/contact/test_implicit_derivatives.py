@@ -8,6 +8,7 @@ at zero load (a kink), and, through the whole step, four loaded feet, a touchdow
 feet under the hard and smooth models, with `jit`, `vmap`, `jacfwd` and `jacrev`.
 """
 
+import dataclasses
 import functools
 
 import jax
@@ -40,7 +41,9 @@ def go2():
 
 @pytest.fixture(scope="module")
 def standing_delassus(go2):
-    """`G (4, 3, 4, 3)` of Go2 standing on its four feet (contact frames `[t1, t2, n]`)."""
+    """`G (4, 3, 4, 3)` of Go2 standing on its four feet (contact frames `[t1, t2, n]`), without
+    its rotor inertia (the cases' velocities were chosen on that Delassus matrix)."""
+    go2 = dataclasses.replace(go2, armature=np.zeros(go2.nv))
     q = jnp.asarray(go2.q_standing)
     jac = compute_foot_contacts(go2, StepParams().terrain, q).jacobian.reshape(12, go2.nv)
     mass = dynamics.mass_matrix(go2, q)

@@ -67,8 +67,10 @@ def test_load_from_urdf_path_matches_named_robot():
     named = dynamics.load_robot("go2")
     by_path = dynamics.load_robot(urdf, foot_names=named.foot_names, foot_radius=0.023)
     q = named.q_standing
+    # the named robot adds its motors' rotor inertia (dynamics.robots), the URDF has none
     np.testing.assert_allclose(
-        dynamics.mass_matrix(by_path, q), dynamics.mass_matrix(named, q), atol=1e-12
+        dynamics.mass_matrix(by_path, q) + np.diag(named.armature),
+        dynamics.mass_matrix(named, q), atol=1e-12,
     )
     # without SRDF the standing height is computed so the lowest foot sphere touches z = 0
     _, feet = dynamics.frame_placements(by_path, by_path.q_standing, named.foot_names)
