@@ -37,6 +37,21 @@ from dynamics.configuration import State
 STARTUP_TIMEOUT = 600.0  # [s] building the MPC in the new process (imports, compilation)
 
 
+def pin_beside_the_solver(solver_core):
+    """Pin this process (and so the processes it starts: a robot, a simulated Go2) to every
+    core but `solver_core` ("auto": the last of two or more; None: nothing pinned); returns the
+    solver's core (`SolverProcess`'s `core`)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if solver_core == "auto":
+        solver_core = cores[-1] if len(cores) >= 2 else None
+    if solver_core is None:
+        return None
+    others = set(cores) - {int(solver_core)}
+    if others:
+        os.sched_setaffinity(0, others)
+    return int(solver_core)
+
+
 def _serve(connection, mpc_options: dict, core: int | None, factory: str) -> None:
     """The process's loop: build the MPC, then answer requests until "close" or a closed pipe."""
     if core is not None and hasattr(os, "sched_setaffinity"):

@@ -68,6 +68,7 @@ import time
 import numpy as np
 
 import dynamics
+from controllers.mpc_process import pin_beside_the_solver
 from hardware import control_loop
 from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
 from hardware.go2 import conversions
@@ -177,20 +178,6 @@ def with_startup(
                                estimated_inputs=("base_linear_velocity", "base_position"),
                                warm_up=False)  # fmt: skip
     return AutoStart(sequence, auto, controller_after)
-
-
-def pin_beside_the_solver(solver_core):
-    """Pin this process (and so the simulated Go2 it starts) to every core but `solver_core`
-    ("auto": the last of two or more; None: nothing pinned); returns the solver's core."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if solver_core == "auto":
-        solver_core = cores[-1] if len(cores) >= 2 else None
-    if solver_core is None:
-        return None
-    others = set(cores) - {int(solver_core)}
-    if others:
-        os.sched_setaffinity(0, others)
-    return int(solver_core)
 
 
 @contextlib.contextmanager

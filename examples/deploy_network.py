@@ -38,6 +38,7 @@ import logging
 import os
 
 import dynamics
+from controllers.mpc_process import pin_beside_the_solver
 from controllers.realtime_mpc import realtime_mpc_controller
 from controllers.state_feedback import mpc_controller, mpc_safety_config
 from hardware import control_loop, robot_server
@@ -57,20 +58,6 @@ def robot_process(robot: str, backend: str, command_timeout: float, startup_time
             "--max-command-age", str(command_timeout), "--max-lifetime", "3600",
             "--timestep", str(timestep)] + (["--lockstep"] if lockstep else [])  # fmt: skip
     return robot_server.spawn(args, startup_timeout=startup_timeout)
-
-
-def _pin_beside_the_solver(solver_core):
-    """Pin this process (and so the robot process it starts) to every core but `solver_core`
-    ("auto": the last of two or more; None: nothing pinned); returns the solver's core."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if solver_core == "auto":
-        solver_core = cores[-1] if len(cores) >= 2 else None
-    if solver_core is None:
-        return None
-    others = set(cores) - {int(solver_core)}
-    if others:
-        os.sched_setaffinity(0, others)
-    return int(solver_core)
 
 
 def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, command_rate=500.0,
@@ -96,7 +83,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
         iterations = 3 if controller == "mpc" and lockstep else 1
     original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if realtime_mpc and solver == "process":
-        solver_core = _pin_beside_the_solver(solver_core)
+        solver_core = pin_beside_the_solver(solver_core)
     try:
         return _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt,
                     timeout, controller, lockstep, velocity, horizon, iterations, lookahead,

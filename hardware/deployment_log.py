@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .interface import JointCommand, Measurement
+from .robot_wrapper import RobotWrapper
 
 HEADER = "log.json"
 CHUNK_PATTERN = "ticks_{:05d}.npz"
@@ -313,7 +314,7 @@ def command_row(c: JointCommand | None) -> dict:
     return {f"command_{n}": getattr(c, n) for n in JointCommand.ARRAYS}
 
 
-class RecordingRobot:
+class RecordingRobot(RobotWrapper):
     """A `RobotInterface` around `robot` that appends one row to `log` at every `write`: the
     time since the first `read` (`t` [s], robot clock), the newest measurement `read` returned
     (`measurement_row`; `measured` False when it was None), the command written
@@ -328,8 +329,7 @@ class RecordingRobot:
 
     def __init__(self, robot, log: DeploymentLogWriter, *, safety=None,
                  probes: dict[str, Callable[[], dict]] | None = None):  # fmt: skip
-        self.robot = robot
-        self.joint_map = robot.joint_map
+        super().__init__(robot)
         self.log = log
         self.safety = safety
         self.probes = dict(probes or {})
@@ -364,14 +364,3 @@ class RecordingRobot:
                 continue
             row.update({f"{name}_{k}": v for k, v in values.items()})
         self.log.append(row)
-
-    def now(self) -> float:
-        return self.robot.now()
-
-    def close(self) -> None:
-        self.robot.close()
-
-    def __getattr__(self, name):
-        if name == "robot":  # not set yet (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.robot, name)

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .estimator import Estimate, StateEstimator
-from .interface import JointCommand, Measurement
+from .interface import Measurement
+from .robot_wrapper import RobotWrapper
 
 TRUTH_SOURCES = ("ground_truth", "sport_state")
 
@@ -50,7 +51,7 @@ class BaseStateSample:
     estimate: Estimate
 
 
-class EstimatedRobot:
+class EstimatedRobot(RobotWrapper):
     """A `RobotInterface` wrapper (module docstring).
 
     Args:
@@ -69,21 +70,13 @@ class EstimatedRobot:
         replace_ground_truth: bool = True,
         history_length: int = 100_000,
     ):
-        self.robot = robot
+        super().__init__(robot)
         self.estimator = estimator
         self.replace_ground_truth = bool(replace_ground_truth)
-        self.joint_map = robot.joint_map
         self.ground_truth: BaseStateSample | None = None
         self.history: collections.deque = collections.deque(maxlen=int(history_length))
         self._sequence: int | None = None
         self._out: Measurement | None = None
-        if hasattr(robot, "advance"):
-            self.advance = robot.advance
-
-    def __getattr__(self, name):  # the inner robot's extras (model, data, driver, ...)
-        if name == "robot":
-            raise AttributeError(name)
-        return getattr(self.robot, name)
 
     @property
     def estimator_fault(self) -> str | None:
@@ -136,15 +129,6 @@ class EstimatedRobot:
                 base_linear_velocity=None, base_position=None, base_state_source=None
             )
         return self._out
-
-    def write(self, command: JointCommand) -> None:
-        self.robot.write(command)
-
-    def now(self) -> float:
-        return self.robot.now()
-
-    def close(self) -> None:
-        self.robot.close()
 
     def history_arrays(self) -> dict:
         """`history` as arrays: `t (n,)`, `true_velocity`, `true_position`, `velocity`,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .interface import JointCommand, Measurement, VelocityCommand
+from .robot_wrapper import RobotWrapper
 
 
 # --------------------------------------------------------------------------- controllers
@@ -77,7 +78,7 @@ class FaultyController:
 
 
 # --------------------------------------------------------------------------- robots
-class FaultyRobot:
+class FaultyRobot(RobotWrapper):
     """A simulated robot with faults between it and the loop (see module docstring).
 
     Times are the robot's clock. `delivered` and `lost` count the writes."""
@@ -92,8 +93,7 @@ class FaultyRobot:
         delay_from: float = 0.0,
         seed: int = 0,
     ):
-        self.robot = robot
-        self.joint_map = robot.joint_map
+        super().__init__(robot)
         self.stop_commands_at = stop_commands_at
         self.drop_commands = drop_commands
         self.measurement_delay = measurement_delay
@@ -101,9 +101,6 @@ class FaultyRobot:
         self.rng = random.Random(seed)
         self.history: deque = deque()
         self.delivered = self.lost = 0
-
-    def now(self) -> float:
-        return self.robot.now()
 
     def read(self) -> Measurement | None:
         m = self.robot.read()
@@ -130,14 +127,6 @@ class FaultyRobot:
 
     def estop(self) -> None:
         self.robot.estop()
-
-    def close(self) -> None:
-        self.robot.close()
-
-    def __getattr__(self, name):  # driver, model, state, ... of the wrapped robot
-        if name == "robot":
-            raise AttributeError(name)
-        return getattr(self.robot, name)
 
 
 # --------------------------------------------------------------------------- network

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .interface import JointCommand, Measurement
+from .interface import Measurement
+from .robot_wrapper import RobotWrapper
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def apply_noise(
     return measurement.replace(**changes)
 
 
-class NoisySensors:
+class NoisySensors(RobotWrapper):
     """A `RobotInterface` whose `read()` is the inner robot's with `apply_noise` applied.
 
     Args:
@@ -160,20 +161,12 @@ class NoisySensors:
     """
 
     def __init__(self, robot, noise: SensorNoise, seed: int = 0):
-        self.robot = robot
+        super().__init__(robot)
         self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.bias = SensorBias.draw(noise, self.rng)
-        self.joint_map = robot.joint_map
         self.imu_buffer: collections.deque = collections.deque()  # true samples, oldest first
         self._last: Measurement | None = None  # the noisy newest sample
-        if hasattr(robot, "advance"):
-            self.advance = robot.advance
-
-    def __getattr__(self, name):  # the inner robot's extras (model, data, driver, ...)
-        if name == "robot":
-            raise AttributeError(name)
-        return getattr(self.robot, name)
 
     def imu_sample(self, measurement: Measurement) -> Measurement:
         """The newest stored true sample at least `imu_latency` older than `measurement`
@@ -197,12 +190,3 @@ class NoisySensors:
         self.imu_buffer.append(m)
         self._last = apply_noise(m, self.noise, self.rng, self.bias, self.imu_sample(m))
         return self._last
-
-    def write(self, command: JointCommand) -> None:
-        self.robot.write(command)
-
-    def now(self) -> float:
-        return self.robot.now()
-
-    def close(self) -> None:
-        self.robot.close()

@@ -34,6 +34,7 @@ import numpy as np
 from hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 from trajopt.gait_clock import check_gait_period, gait_clock
 
+from .numpy_policy_runner import policy_inputs
 from .policy import ACTION_CLIP, ACTION_SCALE
 
 
@@ -73,14 +74,13 @@ def observation(
 
 def observes_base_velocity(policy) -> bool:
     """Whether `policy` observes the base linear velocity: a `learning.policy.Policy`'s
-    `base_velocity`, an exported policy's observation layout (its `config`), else True."""
+    `base_velocity`, an exported policy's inputs (`policy_inputs` of its `config`), else
+    True."""
     flag = getattr(policy, "base_velocity", None)
     if flag is not None:
         return bool(flag)
-    layout = (getattr(policy, "config", None) or {}).get("observation_layout")
-    if layout is None:
-        return True
-    return any(entry.startswith("base_linear_velocity") for entry in layout)
+    config = getattr(policy, "config", None)
+    return config is None or "base_linear_velocity" in policy_inputs(config)
 
 
 class PolicyController:

@@ -116,11 +116,6 @@ def observation_layout(clock: bool = False, base_velocity: bool = True) -> tuple
     return layout + ((CLOCK_LAYOUT,) if clock else ())
 
 
-def observes_base_velocity(config: dict) -> bool:
-    """Whether an exported policy's `policy.json` config lists the base linear velocity in its
-    observation layout."""
-    return any(entry.startswith("base_linear_velocity") for entry in config["observation_layout"])
-
 
 # --------------------------------------------------------------------------- checks, arrays
 def _check_policy(policy, gait_period=None) -> None:
@@ -441,7 +436,8 @@ def load_exported_policy(folder, dtype=jnp.float32) -> Policy:
     config = exported.config
     template = Policy.create(
         jax.random.key(0), config["nu"], hidden=tuple(config["hidden"]), dtype=dtype,
-        clock=exported.gait_period is not None, base_velocity=observes_base_velocity(config),
+        clock=exported.gait_period is not None,
+        base_velocity="base_linear_velocity" in policy_inputs(config),
     )  # fmt: skip
     n_layers = len(exported.weights)
     leaves = [jnp.asarray(exported.mean, dtype), jnp.asarray(exported.var, dtype),
