@@ -33,6 +33,7 @@ import traceback
 import numpy as np
 
 from dynamics.configuration import State
+from hardware.collection_pauses import freeze_survivors, frozen_heap
 
 STARTUP_TIMEOUT = 600.0  # [s] building the MPC in the new process (imports, compilation)
 
@@ -63,6 +64,12 @@ def _serve(connection, mpc_options: dict, core: int | None, factory: str) -> Non
         connection.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     connection.send(("ready", None))
+    with frozen_heap():  # no full collection pass in a cycle (built MPC and JAX frozen)
+        _answer(connection, mpc)
+
+
+def _answer(connection, mpc) -> None:
+    """Answer requests until "close" or a closed pipe."""
     prepared = None
     while True:
         try:
@@ -76,6 +83,7 @@ def _serve(connection, mpc_options: dict, core: int | None, factory: str) -> Non
             reply = _handle(mpc, kind, args, prepared)
             if kind == "prepare":
                 prepared = mpc.plan
+                freeze_survivors()  # the programs it compiled
             connection.send(("ok", reply))
         except Exception as exc:
             detail = traceback.format_exc(limit=3)

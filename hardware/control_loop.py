@@ -28,6 +28,7 @@ there), `safety.start(now, m)` (soft start). Controller exceptions are caught, l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .collection_pauses import frozen_heap
 from .interface import Controller, Measurement, RobotInterface, VelocityCommand
 from .safety import SafetyLayer
 from .timing import TimingStats
@@ -199,15 +201,17 @@ def run(
     ratio = _ratio(control_dt, command_dt)
     first = wait_for_measurement(robot, start_timeout)
     controller.reset(first)
-    # the reset may have taken long (a JAX compile): start from the newest sample
-    newest = robot.read() or first
-    t0_robot = robot.now()
-    safety.start(t0_robot, newest)
-    if realtime:
-        return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
-                         command_source, on_tick, t0_robot)  # fmt: skip
-    return _run_simulated(robot, controller, safety, duration, ratio, command_dt,
-                          command_source, on_tick, t0_robot)  # fmt: skip
+    # real time: no full collection pass stalls the loop (`frozen_heap`)
+    with frozen_heap() if realtime else contextlib.nullcontext():
+        # the reset may have taken long (a JAX compile): start from the newest sample
+        newest = robot.read() or first
+        t0_robot = robot.now()
+        safety.start(t0_robot, newest)
+        if realtime:
+            return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
+                             command_source, on_tick, t0_robot)  # fmt: skip
+        return _run_simulated(robot, controller, safety, duration, ratio, command_dt,
+                              command_source, on_tick, t0_robot)  # fmt: skip
 
 
 def _call_controller(controller, m, t, command_source):

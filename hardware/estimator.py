@@ -53,8 +53,8 @@ p = (0, 0, height from kinematics), v = 0. Faults, latched until `reset()`, give
 `Estimate.fault` and no estimate: a NaN/inf in the inputs or in the filter state; all joint
 positions bit-identical for `frozen_encoder_samples` samples while the robot is ACTIVE, a
 foot is loaded and the IMU's readings change (a frozen encoder bus); a gap between samples
-longer than `max_dt`; the NIS above its chi-square gate for `divergence_updates`
-consecutive updates.
+longer than `max_dt` once started (before, it only restarts the `startup_time` wait); the
+NIS above its chi-square gate for `divergence_updates` consecutive updates.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class EstimatorConfig:
     startup_time [s]: all four feet in contact this long before the filter starts.
     frozen_encoder_samples: that many consecutive bit-identical joint position vectors
         (robot ACTIVE, a foot in contact, IMU readings changing) is a fault.
-    max_dt [s]: a larger gap between samples is a fault.
+    max_dt [s]: a larger gap between samples is a fault once the filter has started.
     nis_gate_probability: the NIS gate is the chi-square quantile of this probability with
         `NY` degrees of freedom; divergence_updates consecutive NIS above it is a fault.
     kinematics: the `hardware.leg_kinematics` backend.
@@ -379,6 +379,9 @@ class StateEstimator:
                                  f"{cfg.frozen_encoder_samples} samples")  # fmt: skip
         dt = None if self.last_timestamp is None else t - self.last_timestamp
         self.last_timestamp = t
+        if dt is not None and dt > cfg.max_dt and not self.initialised:
+            self.all_down_since = None  # nothing to integrate yet: wait `startup_time` again
+            return self._not_started(t, weights)
         if dt is not None and dt > cfg.max_dt:
             return self._fail(t, f"gap of {dt * 1e3:.1f} ms between samples "
                                  f"(max_dt {cfg.max_dt * 1e3:.1f} ms)")  # fmt: skip

@@ -48,6 +48,7 @@ import time
 import numpy as np
 
 from .backends import wire
+from .collection_pauses import frozen_heap
 from .interface import RobotMode
 
 MAX_CATCH_UP = 20  # physics steps run back to back when the process is late
@@ -173,11 +174,15 @@ class RobotServer:
 
     # ------------------------------------------------------------- real-time loop
     def serve(self, max_lifetime: float = 600.0) -> dict:
-        """Run in real time (or lockstep) until SHUTDOWN or `max_lifetime` [s] of wall time;
-        returns the final status.
+        """Run in real time (or lockstep) until SHUTDOWN or `max_lifetime` [s] of wall time,
+        with no full collection pass in the loop (`frozen_heap`); returns the final status.
 
         Simulated time starts with the first subscriber (a simulated robot waits for its
         controller instead of sitting down in its drivers' damping mode meanwhile)."""
+        with frozen_heap():
+            return self._serve(max_lifetime)
+
+    def _serve(self, max_lifetime: float) -> dict:
         dt = self.robot.dt
         born = time.perf_counter()
         while self.running and not self.subscribers and time.perf_counter() - born < max_lifetime:

@@ -70,6 +70,7 @@ import time
 
 import numpy as np
 
+from ..collection_pauses import frozen_heap
 from ..interface import JointCommand, JointMap, RobotMode
 from ..safety import TIME_EPS
 from ..sensor_noise import NoisySensors, SensorNoise
@@ -378,7 +379,11 @@ class Go2Sim:
     # ------------------------------------------------------------- loop
     def serve(self, max_lifetime: float) -> dict:
         """Publish and simulate in real time (or lockstep) until stopped or `max_lifetime` [s]
-        of wall time."""
+        of wall time, with no full collection pass in the loop (`frozen_heap`)."""
+        with frozen_heap():
+            return self._serve(max_lifetime)
+
+    def _serve(self, max_lifetime: float) -> dict:
         if self.lockstep:
             return self._serve_lockstep(time.perf_counter() + max_lifetime)
         dt = self.robot.dt

@@ -276,6 +276,27 @@ def test_no_estimate_before_the_feet_are_down_and_after_reset(model):
     assert est.valid
 
 
+def test_a_gap_before_the_start_restarts_the_wait_and_after_it_is_a_fault(model):
+    """A stalled process (a 0.1 s hole in the 500 Hz stream) before the filter has started
+    only restarts its `startup_time` wait; once started the same hole is a latched fault."""
+    robot, hold = settled_robot(model)
+    estimator = StateEstimator(model, EstimatorConfig(startup_time=0.1, max_dt=0.05))
+    for _ in range(30):  # 60 ms of the 100 ms wait
+        m, est = step(robot, hold, estimator)
+    robot.advance(0.1)  # samples lost
+    m, est = step(robot, hold, estimator)
+    assert not est.valid and est.fault is None
+    for _ in range(45):  # 90 ms after the gap: still waiting
+        m, est = step(robot, hold, estimator)
+    assert not est.valid and est.fault is None
+    for _ in range(10):
+        m, est = step(robot, hold, estimator)
+    assert est.valid and est.fault is None
+    robot.advance(0.1)
+    m, est = step(robot, hold, estimator)
+    assert not est.valid and "gap of 102.0 ms" in est.fault
+
+
 def test_a_nan_gyro_sample_is_a_fault_not_an_estimate(model):
     robot, hold = settled_robot(model)
     estimated = EstimatedRobot(robot, StateEstimator(model))

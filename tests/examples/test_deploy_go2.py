@@ -1,5 +1,6 @@
 """examples/deploy_go2.py's deployment log and examples/view.py --log (fast, headless), and the
-real-time MPC over DDS against the simulated Go2 with the state estimator (slow)."""
+real-time MPC and the shipped policy over DDS against the simulated Go2, in real time, with the
+state estimator in place of the base state the robot does not publish (slow)."""
 
 import importlib.util
 import json
@@ -118,51 +119,58 @@ def test_deploy_go2_writes_its_log_while_it_runs(tmp_path):
         assert np.nanmin(run["foot_force"]) >= 0
 
 
+def deploy_with_the_estimator(tmp_path, controller: str, seconds: float):
+    """examples/deploy_go2.py: `controller` on the simulated Go2 over DDS in real time with
+    `--estimator on`, stand-up first, 0.5 m/s commanded 1 s into the controller phase.
+    Prints the cycle statistics, the estimator's RMS errors and the safety events; asserts
+    what every such run must hold: the estimate (never the truth) fed the controller, the
+    safety layer never damped, the TRUE base (the simulator's, from the log) stayed up and
+    moved at 0.4-0.6 m/s. Returns the summary."""
+    pytest.importorskip("cyclonedds")
+    pytest.importorskip("mujoco")
+    from viz import deployment_plots
+
+    summary = _load("deploy_go2").main(
+        ["--controller", controller, "--velocity", "0.5", "--seconds", str(seconds),
+         "--estimator", "on", "--domain", str(next(_DOMAINS)), "--state-timeout", "0.3",
+         "--log", str(tmp_path / "log"), "--out", str(tmp_path)]
+    )  # fmt: skip
+    run = DeploymentLog.load(str(tmp_path / "log"))
+    events = [(e["kind"], e["count"], e["detail"]) for e in summary["safety_events"]]
+    print("estimator RMS", deployment_plots.base_state_errors(run))
+    print("ground truth", summary["ground_truth"])
+    print("safety events", [e for e in events if e[0] != "rate_limited"],
+          "rate_limited", sum(c for k, c, _ in events if k == "rate_limited"))  # fmt: skip
+    assert summary["estimator"]
+    assert summary["safety_mode"] == "normal", [e for e in events if e[0] != "rate_limited"]
+    controller_phase = run["startup_phase"] == "controller"
+    assert controller_phase.sum() > 0.9 * seconds / 0.002
+    assert set(run["base_state_source"][controller_phase]) == {"estimator"}
+    truth = summary["ground_truth"]
+    assert truth is not None, "the simulated Go2 published no ground truth"
+    assert truth["min_base_height_m"] > 0.2  # standing: 0.33 m
+    assert 0.4 < truth["average_speed_m_per_s"] < 0.6
+    return summary
+
+
 @pytest.mark.slow
 def test_the_mpc_trots_in_real_time_over_dds_with_the_estimator(tmp_path):
     """The real-time MPC (solver process on its own core, one FDDP iteration per cycle, the
-    compiled derivatives, the lookahead: deploy_network.py's configuration) on the simulated
-    Go2 over DDS in real time, the base state from the state estimator (`--estimator on`):
-    stand up, then 10 s with 0.5 m/s commanded after 1 s. No fall (the TRUE base height from
-    the simulator stays above 0.16 m), the safety layer never damped, no solver error. Prints
-    the cycle statistics (median/p99 solve time, overrun share, plan age) and the estimator's
-    RMS errors from the log."""
-    pytest.importorskip("cyclonedds")
-    pytest.importorskip("mujoco")
+    compiled derivatives, the lookahead: deploy_network.py's configuration), 10 s, with
+    `deploy_with_the_estimator`'s checks, and no solver error."""
     from trajopt import generated_code
-    from viz import deployment_plots
 
     if not generated_code.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")
-    summary = _load("deploy_go2").main(
-        ["--controller", "mpc", "--velocity", "0.5", "--seconds", "10", "--estimator", "on",
-         "--domain", str(next(_DOMAINS)), "--state-timeout", "0.3",
-         "--log", str(tmp_path / "log"), "--out", str(tmp_path)]
-    )  # fmt: skip
-    m = summary["mpc"]
-    print(
-        {
-            k: m.get(k)
-            for k in (
-                "cycles",
-                "median_s",
-                "p99_s",
-                "overruns",
-                "plan_age_median_s",
-                "plan_age_p99_s",
-                "lookahead_median_s",
-                "error",
-            )
-        }
-    )
-    print("overrun share", m["overruns"] / max(m["cycles"], 1))
-    run = DeploymentLog.load(str(tmp_path / "log"))
-    print("estimator RMS", deployment_plots.base_state_errors(run))
-    print("ground truth", summary["ground_truth"], "safety", summary["safety_events"])
-    assert summary["estimator"] and m["error"] is None and m["cycles"] > 100
-    assert summary["safety_mode"] == "normal", summary["safety_events"]
-    controller = run["phase"] == "controller"
-    assert set(run["base_state_source"][controller]) == {"estimator"}
-    truth = summary["ground_truth"]
-    assert truth is not None, "the simulated Go2 published no ground truth"
-    assert truth["min_base_height_m"] > 0.16
+    m = deploy_with_the_estimator(tmp_path, "mpc", 10.0)["mpc"]
+    keys = ("cycles", "median_s", "p99_s", "overruns", "plan_age_median_s", "plan_age_p99_s",
+            "lookahead_median_s", "error")  # fmt: skip
+    print({k: m.get(k) for k in keys}, "overrun share", m["overruns"] / max(m["cycles"], 1))
+    assert m["error"] is None and m["cycles"] > 100
+
+
+@pytest.mark.slow
+def test_the_shipped_policy_walks_20_s_in_real_time_over_dds_with_the_estimator(tmp_path):
+    """The shipped policy (examples/policies/go2_omni_proprio) for 20 s, with
+    `deploy_with_the_estimator`'s checks."""
+    deploy_with_the_estimator(tmp_path, "policy", 20.0)
