@@ -21,18 +21,22 @@ import gc
 from collections.abc import Iterator
 
 
-def freeze_survivors() -> None:
-    """Collect once, then move every surviving object into the permanent generation (after a
-    loop's own set-up, a JAX compile, inside `frozen_heap`)."""
-    gc.collect()
+def freeze_survivors(collect: bool = True) -> None:
+    """Collect once (`collect`: a full pass, tens of milliseconds), then move every surviving
+    object into the permanent generation (after a loop's own set-up or a JAX compile, inside
+    `frozen_heap`). Without the pass the freeze takes microseconds, and the garbage of the
+    moment stays in memory, frozen."""
+    if collect:
+        gc.collect()
     gc.freeze()
 
 
 @contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """`freeze_survivors` for the block, unfreeze after it (a later full pass may collect
-    them again). Nested blocks are harmless."""
-    freeze_survivors()
+def frozen_heap(collect: bool = True) -> Iterator[None]:
+    """`freeze_survivors(collect)` for the block, unfreeze after it (a later full pass may
+    collect them again). Nested blocks are harmless. `collect=False` where a robot is already
+    connected and waits for its first command."""
+    freeze_survivors(collect)
     try:
         yield
     finally:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collection_pauses import frozen_heap
+from .collection_pauses import freeze_survivors, frozen_heap
 from .interface import Controller, Measurement, RobotInterface, VelocityCommand
 from .safety import SafetyLayer
 from .timing import TimingStats
@@ -199,10 +199,13 @@ def run(
     if realtime is None:
         realtime = not hasattr(robot, "advance")
     ratio = _ratio(control_dt, command_dt)
-    first = wait_for_measurement(robot, start_timeout)
-    controller.reset(first)
-    # real time: no full collection pass stalls the loop (`frozen_heap`)
-    with frozen_heap() if realtime else contextlib.nullcontext():
+    # real time: no full collection pass stalls the loop (`frozen_heap`); none before it
+    # either, the robot may be waiting for its first command
+    with frozen_heap(collect=False) if realtime else contextlib.nullcontext():
+        first = wait_for_measurement(robot, start_timeout)
+        controller.reset(first)
+        if realtime:
+            freeze_survivors(collect=False)  # what the reset built (a compile, a first plan)
         # the reset may have taken long (a JAX compile): start from the newest sample
         newest = robot.read() or first
         t0_robot = robot.now()

@@ -213,6 +213,34 @@ def test_a_lying_go2_reads_gravity_feet_battery_and_tick_before_any_command():
 
 
 @needs_dds
+def test_imu_noise_gives_the_stated_noise_and_leaves_the_joints_exact():
+    """`--imu-noise` on a Go2 lying at rest: the gyro's and accelerometer's sample-to-sample
+    scatter is `SensorNoise.go2()`'s white noise (the difference of two independent samples
+    has std sqrt(2) sigma; a constant bias cancels in it), the joint encoders are exact (the
+    same as without the flag, at rest), and without the flag the IMU scatter is nil."""
+    from hardware.sensor_noise import SensorNoise
+
+    noise = SensorNoise.go2()
+    scatter = {}
+    for flags in (("--lying",), ("--lying", "--imu-noise")):
+        domain, process = simulated_go2(*flags)
+        with process:
+            states = lowstates(domain, 1.5)[-300:]  # settled on the floor
+        gyro = np.array([s.imu_state.gyroscope for s in states])
+        accel = np.array([s.imu_state.accelerometer for s in states])
+        joints = np.array([[m.q for m in s.motor_state[:12]] for s in states])
+        scatter[flags[-1]] = (np.std(np.diff(gyro, axis=0)) / np.sqrt(2),
+                              np.std(np.diff(accel, axis=0)) / np.sqrt(2),
+                              np.max(np.abs(np.diff(joints, axis=0))))  # fmt: skip
+    gyro_quiet, accel_quiet, _ = scatter["--lying"]
+    gyro_noisy, accel_noisy, joint_step = scatter["--imu-noise"]
+    assert gyro_quiet < 1e-3 and accel_quiet < 1e-2
+    assert gyro_noisy == pytest.approx(noise.gyro_std, rel=0.15)
+    assert accel_noisy == pytest.approx(noise.accelerometer_std, rel=0.15)
+    assert joint_step < 1e-3
+
+
+@needs_dds
 def test_the_sport_state_stops_at_the_release_and_the_client_reports_no_base_state():
     from hardware.go2.motion_switcher import release_sport_mode
     from hardware.go2.robot import Go2Robot
