@@ -71,6 +71,8 @@ import dynamics
 from controllers.mpc_process import pin_beside_the_solver
 from hardware import control_loop
 from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
+from hardware.estimated_robot import EstimatedRobot
+from hardware.estimator import EstimatorConfig, StateEstimator
 from hardware.go2 import conversions
 from hardware.go2.robot import Go2Robot, LockstepGo2Robot
 from hardware.go2.sim import spawn as spawn_simulated_go2
@@ -85,7 +87,6 @@ WALK_AFTER = 1.0  # [s] zero velocity command before `--velocity`
 SETTLE = 1.0  # [s] holding the standing pose after the stand-up, before the controller
 SHIPPED_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policies",
                               "go2_omni_proprio")
-GROUND_TRUTH_TOPIC = getattr(conversions, "TOPIC_GROUND_TRUTH", "rt/diffloco/ground_truth")
 
 
 def lying_configuration(model) -> np.ndarray:
@@ -196,22 +197,14 @@ def simulated_go2(domain, lying: bool, lifetime: float, lockstep: bool = False, 
         yield proc
 
 
-def simulator_flags() -> set:
-    """The optional flags the simulated Go2 of this checkout knows (its `--help`)."""
-    out = subprocess.run([sys.executable, "-m", "hardware.go2.sim", "--help"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
-    return {w.strip("[],") for w in out.stdout.split() if w.startswith(("--", "[--"))}
-
-
 # --------------------------------------------------------------------------- log probes
-def truth_probe(go2, attribute: str):
+def truth_probe(go2):
     """A log probe of the simulated Go2's true base state as `go2` received it (`Go2Robot.truth`
-    from `--ground-truth-topic`, or `.sport`, the sport state our simulator fills with its true
-    state): `{"base_position" (3,) world [m], "base_linear_velocity" (3,) base frame [m/s]}`,
-    or {} before the first sample."""
+    from `--ground-truth-topic`): `{"base_position" (3,) world [m], "base_linear_velocity" (3,)
+    base frame [m/s]}`, or {} before the first sample."""
 
     def probe() -> dict:
-        sample = getattr(go2, attribute, None)  # (receive time, position, velocity)
+        sample = go2.truth  # (receive time, position, velocity)
         if sample is None:
             return {}
         return {"base_position": sample[1], "base_linear_velocity": sample[2]}
@@ -225,17 +218,14 @@ def estimator_probe(robot):
     and per foot), contact weights, valid flag and fault ("" when none)."""
 
     def probe() -> dict:
-        e = getattr(robot, "estimate", None)
-        if e is None:
-            return {}
-        weights = getattr(e, "contact_weights", getattr(e, "contact_weight", None))
+        e = robot.estimate
         return {
             "base_linear_velocity": e.base_linear_velocity,
             "base_position": e.base_position,
             "base_height": e.base_height,
             "nis": e.nis,
             "foot_nis": e.foot_nis,
-            "contact_weights": weights,
+            "contact_weights": e.contact_weights,
             "valid": bool(e.valid),
             "fault": e.fault or "",
         }
@@ -244,16 +234,10 @@ def estimator_probe(robot):
 
 
 def make_estimated_robot(robot, estimator_settings: dict):
-    """`(EstimatedRobot(robot, LinearKalmanEstimator(go2, EstimatorConfig(**settings))),
+    """`(EstimatedRobot(robot, StateEstimator(go2, EstimatorConfig(**settings))),
     the config as a dict)` (`hardware.estimated_robot`, `hardware.estimator`)."""
-    try:
-        from hardware import estimator as estimation
-        from hardware.estimated_robot import EstimatedRobot
-    except ImportError as exc:
-        raise RuntimeError(f"--estimator on needs hardware.estimated_robot ({exc})") from None
-    config = estimation.EstimatorConfig(**estimator_settings)
-    kind = getattr(estimation, "StateEstimator", None) or estimation.LinearKalmanEstimator
-    estimator = kind(dynamics.load_robot("go2"), config)
+    config = EstimatorConfig(**estimator_settings)
+    estimator = StateEstimator(dynamics.load_robot("go2"), config)
     wrapped = EstimatedRobot(robot, estimator, replace_ground_truth=True)
     return wrapped, json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
@@ -322,8 +306,7 @@ def _run(controller, seconds, domain, interface, sim, policy, velocity, command_
     command_dt = 1.0 / command_rate
     control_dt = max(command_dt, round(control_dt / command_dt) * command_dt)
     walk = controller != "stand"
-    flags = simulator_flags() if sim else set()
-    extra = ["--ground-truth-topic", GROUND_TRUTH_TOPIC] if "--ground-truth-topic" in flags else []
+    extra = ["--ground-truth-topic", conversions.TOPIC_GROUND_TRUTH] if sim else []
     sim_final = None
     duration = stand_up + SETTLE + seconds if walk else seconds
     lifetime = duration + 180 if not lockstep else 3600
@@ -335,7 +318,7 @@ def _run(controller, seconds, domain, interface, sim, policy, velocity, command_
         proc = outer.enter_context(
             simulated_go2(domain if sim else None, not walk, lifetime, lockstep, extra)
         )
-        truth_topic = bool(extra)  # the simulated Go2 publishes its true base state
+        truth_topic = sim  # the simulated Go2 publishes its true base state
         kwargs = dict(domain=domain, interface=interface or None, command_timeout=0.3,
                       max_command_age=0.3, release_sport_mode=release_sport_mode,
                       ground_truth=truth_topic)  # fmt: skip
@@ -358,11 +341,9 @@ def _run(controller, seconds, domain, interface, sim, policy, velocity, command_
             required_inputs=controller_inputs(controller, policy),
         )
         probes = {"startup": lambda: {"phase": startup.sequence.phase.value}}
-        truth_source = None
+        truth_source = conversions.TOPIC_GROUND_TRUTH if truth_topic else None
         if truth_topic:
-            probes["truth"], truth_source = truth_probe(go2, "truth"), GROUND_TRUTH_TOPIC
-        elif sim:  # an older simulated Go2: its sport state is its true base state
-            probes["truth"], truth_source = truth_probe(go2, "sport"), "sport_state"
+            probes["truth"] = truth_probe(go2)
         if use_estimator:
             probes["estimator"] = estimator_probe(robot)
         header = {
