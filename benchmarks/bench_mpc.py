@@ -4,8 +4,10 @@
     python benchmarks/bench_mpc.py --seconds 2 --replan 1 4 --no-write    # quick
 
 1. Cycle time: the closed loop of `controllers.closed_loop.run_mpc` (simulated time) with one
-   FDDP iteration per 20 ms cycle; median and 99th percentile of the cycle wall time (the first
-   solve, which compiles, excluded), against the 50 Hz (20 ms) target.
+   FDDP iteration per 20 ms cycle, for at least `--min-cycles` cycles (default 500: a p99 over
+   fewer is a maximum in disguise); median, 99th percentile and maximum of the cycle wall time
+   (the first solve, which compiles, excluded), the share of cycles past the 50 Hz (20 ms)
+   budget, against the targets for a robot's own computer (median 5 ms, p99 10 ms).
 2. Degradation: the same loop replanning only every k control periods (k = 1, 2, 4, 8: 50,
    25, 12.5, 6.25 Hz), the plan's next targets applied open loop in between; tracking error
    and falls per rate. Simulated time makes the rate exact and independent of this machine.
@@ -30,6 +32,29 @@ from pathlib import Path
 
 HEADING = "## MPC"
 ROOT = Path(__file__).resolve().parents[1]
+DT = 0.02  # [s] the control period and the 50 Hz budget of one cycle
+TARGET_MEDIAN, TARGET_P99 = 0.005, 0.010  # [s] a cycle on a robot's own computer
+
+
+def cycle_time_table(cycle_times) -> list:
+    """The cycle-time rows (markdown lines): count, median, p99, max, the share past the
+    `DT` budget, against `TARGET_MEDIAN` and `TARGET_P99`."""
+    import numpy as np
+
+    t = np.asarray(cycle_times)
+    med, p99 = float(np.median(t)), float(np.percentile(t, 99))
+    overruns = int(np.sum(t > DT))
+    verdict = "met" if med <= TARGET_MEDIAN and p99 <= TARGET_P99 else "not met"
+    return [
+        "### Cycle time (replanning every 20 ms)",
+        "",
+        "| cycles | median ms | p99 ms | max ms | past 20 ms | target median 5 / p99 10 ms |",
+        "|---:|---:|---:|---:|---:|---|",
+        f"| {len(t)} | {1e3 * med:.1f} | {1e3 * p99:.1f} | {1e3 * t.max():.1f} | "
+        f"{overruns} ({overruns / len(t):.1%}) | {verdict} ({med / TARGET_MEDIAN:.1f}x, "
+        f"{p99 / TARGET_P99:.1f}x) |",
+        "",
+    ]
 
 
 def measure(robot, velocity, seconds, replan_every, iterations, budget, latency=0, lookahead=0.0,
@@ -59,6 +84,8 @@ def main(argv=None):
                         default="unrolled",
                         help="the planning model's impulse-solve derivatives (trajopt.Problem)")
     parser.add_argument("--budget", type=float, default=0.5, help="wall budget per cycle [s]")
+    parser.add_argument("--min-cycles", type=int, default=500,
+                        help="cycles of the cycle-time row (its run lasts long enough)")
     parser.add_argument("--core", type=int, default=0, help="the core to pin to")
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--no-write", action="store_true")
@@ -76,9 +103,11 @@ def main(argv=None):
     runs = [(k, 0, 0.0) for k in args.replan]
     runs += [(k, k, look) for k in args.latency for look in (0.0, 0.02 * k)]
     for k, latency, lookahead in runs:
-        summary, cycles = measure(args.robot, args.velocity, args.seconds, k, args.iterations,
+        cycle_row = k == 1 and latency == 0
+        seconds = max(args.seconds, (args.min_cycles + 1) * DT) if cycle_row else args.seconds
+        summary, cycles = measure(args.robot, args.velocity, seconds, k, args.iterations,
                                   args.budget, latency, lookahead, args.derivatives)  # fmt: skip
-        if k == 1 and latency == 0:
+        if cycle_row:
             cycle_times = np.asarray(cycles)
         rows.append((k, latency, lookahead, summary))
         print(k, latency, lookahead, summary, flush=True)
@@ -102,18 +131,7 @@ def main(argv=None):
         "",
     ]
     if cycle_times is not None and len(cycle_times):
-        med, p99 = np.median(cycle_times), np.percentile(cycle_times, 99)
-        verdict = "met" if med <= 0.02 else "not met"
-        lines += [
-            "### Cycle time (replanning every 20 ms)",
-            "",
-            "| cycles | median ms | p99 ms | max ms | rate at median Hz | target 20 ms |",
-            "|---:|---:|---:|---:|---:|---|",
-            f"| {len(cycle_times)} | {1e3 * med:.0f} | {1e3 * p99:.0f} | "
-            f"{1e3 * cycle_times.max():.0f} | {1 / med:.1f} | {verdict} "
-            f"({med / 0.02:.1f}x the target) |",
-            "",
-        ]
+        lines += cycle_time_table(cycle_times)
     lines += [
         "### Tracking against the replanning rate (simulated time)",
         "",
