@@ -36,9 +36,10 @@ DT = 0.02  # [s] the control period and the 50 Hz budget of one cycle
 TARGET_MEDIAN, TARGET_P99 = 0.005, 0.010  # [s] a cycle on a robot's own computer
 
 
-def cycle_time_table(cycle_times) -> list:
+def cycle_time_table(cycle_times, parts: dict | None = None) -> list:
     """The cycle-time rows (markdown lines): count, median, p99, max, the share past the
-    `DT` budget, against `TARGET_MEDIAN` and `TARGET_P99`."""
+    `DT` budget, against `TARGET_MEDIAN` and `TARGET_P99`; with `parts` (`{part: median [s]}`,
+    `controllers.mpc.timing_medians`) where a cycle's time goes."""
     import numpy as np
 
     t = np.asarray(cycle_times)
@@ -54,21 +55,29 @@ def cycle_time_table(cycle_times) -> list:
         f"{overruns} ({overruns / len(t):.1%}) | {verdict} ({med / TARGET_MEDIAN:.1f}x, "
         f"{p99 / TARGET_P99:.1f}x) |",
         "",
-    ]
+    ] + ([] if not parts else [
+        "Where a cycle's time goes (median of each part over the cycles, ms; `other`: the "
+        "rest of the solve and of the cycle: the start's evaluation, references, warm start):",
+        "",
+        "| " + " | ".join(parts) + " |",
+        "|" + "---:|" * len(parts),
+        "| " + " | ".join(f"{1e3 * v:.2f}" for v in parts.values()) + " |",
+        "",
+    ])  # fmt: skip
 
 
 def measure(robot, velocity, seconds, replan_every, iterations, budget, latency=0, lookahead=0.0,
             derivatives="unrolled"):  # fmt: skip
     from controllers.closed_loop import run_mpc
-    from controllers.mpc import MPC
+    from controllers.mpc import MPC, timing_medians
 
     mpc = MPC(robot, "trot", (velocity, 0.0, 0.0), horizon=0.5, iterations=iterations,
               time_budget=budget, derivatives=derivatives)  # fmt: skip
     result = run_mpc(mpc, seconds, replan_every=replan_every, latency=latency,
                      lookahead=lookahead, progress=False)  # fmt: skip
-    cycles = [c.wall_time for c in mpc.stats.cycles[1:]]  # the first solve compiles
+    cycles = mpc.stats.cycles[1:]  # the first solve compiles
     summary = result.summary(settle=1.0)
-    return summary, cycles
+    return summary, [c.wall_time for c in cycles], timing_medians(cycles)
 
 
 def main(argv=None):
@@ -99,16 +108,17 @@ def main(argv=None):
 
     load_before = os.getloadavg()[0]
     rows = []
-    cycle_times = None
+    cycle_times = cycle_parts = None
     runs = [(k, 0, 0.0) for k in args.replan]
     runs += [(k, k, look) for k in args.latency for look in (0.0, 0.02 * k)]
     for k, latency, lookahead in runs:
         cycle_row = k == 1 and latency == 0
         seconds = max(args.seconds, (args.min_cycles + 1) * DT) if cycle_row else args.seconds
-        summary, cycles = measure(args.robot, args.velocity, seconds, k, args.iterations,
-                                  args.budget, latency, lookahead, args.derivatives)  # fmt: skip
+        summary, cycles, timing = measure(args.robot, args.velocity, seconds, k,
+                                          args.iterations, args.budget, latency, lookahead,
+                                          args.derivatives)  # fmt: skip
         if cycle_row:
-            cycle_times = np.asarray(cycles)
+            cycle_times, cycle_parts = np.asarray(cycles), timing
         rows.append((k, latency, lookahead, summary))
         print(k, latency, lookahead, summary, flush=True)
     load_after = os.getloadavg()[0]
@@ -131,7 +141,7 @@ def main(argv=None):
         "",
     ]
     if cycle_times is not None and len(cycle_times):
-        lines += cycle_time_table(cycle_times)
+        lines += cycle_time_table(cycle_times, cycle_parts)
     lines += [
         "### Tracking against the replanning rate (simulated time)",
         "",

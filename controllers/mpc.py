@@ -47,7 +47,7 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.fddp import check_linearize_threads
+from trajopt.fddp import TIMING_PARTS, check_linearize_threads
 from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
     available_gaits,
@@ -68,7 +68,8 @@ FAILED_STATUSES = ("diverged",)
 @dataclass
 class CycleRecord:
     """One MPC cycle: time [s] since reset, wall time of the cycle [s], solver status,
-    iterations, cost, knots shifted, and the mode after the cycle ("mpc", "fallback", "stand")."""
+    iterations, cost, knots shifted, the mode after the cycle ("mpc", "fallback", "stand"), and
+    where the cycle's time went (`cycle_timing`; None when no solve ran)."""
 
     t: float
     wall_time: float
@@ -77,6 +78,20 @@ class CycleRecord:
     cost: float
     shift: int
     mode: str
+    timing: dict | None = None
+
+
+def cycle_timing(wall_time: float, solver_timing: dict | None) -> dict | None:
+    """A cycle's wall time [s] split into `TIMING_PARTS`: the solve's linearisation, Riccati
+    passes and line searches (`fddp.solve_fddp`'s `info["timing"]`), and "other", the rest of
+    the cycle (the solver's own rest, the prediction, the references, the warm start, the plan's
+    assembly): `wall_time - linearize - backward - line_search`. None without a solver timing
+    (a standing cycle, a solve that raised, a solver without one)."""
+    if not solver_timing:
+        return None
+    parts = {k: float(solver_timing.get(k, 0.0)) for k in TIMING_PARTS[:-1]}
+    parts["other"] = max(wall_time - sum(parts.values()), 0.0)
+    return parts
 
 
 @dataclass
@@ -84,7 +99,8 @@ class CycleOutcome:
     """What one cycle's solve produced (`MPC.plan_cycle`), before `MPC.commit`: its time `t`
     [s], wall time [s], knots shifted, the solved `plan` (None if the solve failed), the
     shifted previous plan `warm` (None when standing), and the status ("stand" when the
-    controller is in its safe stand and did not solve)."""
+    controller is in its safe stand and did not solve), and where the time went
+    (`cycle_timing`, None without a solve)."""
 
     t: float
     wall_time: float
@@ -92,6 +108,7 @@ class CycleOutcome:
     plan: Trajectory | None
     warm: Trajectory | None
     status: str
+    timing: dict | None = None
 
 
 @dataclass
@@ -100,7 +117,9 @@ class MPCStats:
 
     def summary(self) -> dict:
         """Median / 99th percentile / max cycle wall time [s], achieved rate [Hz] at the median,
-        and counts of fallbacks and stand cycles."""
+        counts of fallbacks and stand cycles, and `timing_median_s`: the median [s] of each
+        part of a cycle (`cycle_timing`: linearize, backward, line_search, other) over the
+        cycles that solved (None if none did)."""
         if not self.cycles:
             return {"cycles": 0}
         wall = np.array([c.wall_time for c in self.cycles])
@@ -112,7 +131,17 @@ class MPCStats:
             "rate_hz_at_median": float(1.0 / np.median(wall)),
             "fallback_cycles": sum(c.mode == "fallback" for c in self.cycles),
             "stand_cycles": sum(c.mode == "stand" for c in self.cycles),
+            "timing_median_s": timing_medians(self.cycles),
         }
+
+
+def timing_medians(cycles) -> dict | None:
+    """`{part: median [s]}` over `TIMING_PARTS` of the cycles' `timing` (those that have one);
+    None if none has."""
+    timed = [c.timing for c in cycles if c.timing]
+    if not timed:
+        return None
+    return {k: float(np.median([t[k] for t in timed])) for k in TIMING_PARTS}
 
 
 class MPC:
@@ -331,7 +360,8 @@ class MPC:
         self.mode = "mpc"
         self.stats = MPCStats()
         self.plan, self._previous = None, None
-        self._accept(plan, t, wall_time, shift=0)
+        timing = cycle_timing(wall_time, plan.meta.get("timing")) if wall_time > 0 else None
+        self._accept(plan, t, wall_time, shift=0, timing=timing)
 
     def update(self, state: State, t: float) -> np.ndarray:
         """One receding-horizon cycle at time `t` [s] from the measured `state`; returns the
@@ -383,9 +413,9 @@ class MPC:
         except (FloatingPointError, np.linalg.LinAlgError):
             failed, plan = True, None
         status = "error" if plan is None else plan.status
-        return CycleOutcome(
-            t, time.perf_counter() - start, shift, None if failed else plan, warm, status
-        )
+        wall = time.perf_counter() - start
+        timing = cycle_timing(wall, None if plan is None else plan.meta.get("timing"))
+        return CycleOutcome(t, wall, shift, None if failed else plan, warm, status, timing)
 
     def predict(self, state: State, t: float, lookahead: float):
         """The planning model's prediction of the robot `lookahead` [s] ahead, rounded to whole
@@ -418,7 +448,7 @@ class MPC:
             return
         if o.plan is not None:
             self.failures = 0
-            self._accept(o.plan, o.t, o.wall_time, o.shift)
+            self._accept(o.plan, o.t, o.wall_time, o.shift, o.timing)
             return
         # keep the previous plan, shifted; after max_failures, stand
         self.failures += 1
@@ -428,7 +458,7 @@ class MPC:
         self.last_targets = (
             self.stand_targets.copy() if self.mode == "stand" else np.asarray(o.warm.u[0]).copy()
         )
-        self._record(o.t, o.wall_time, o.status, 0, float("nan"), o.shift)
+        self._record(o.t, o.wall_time, o.status, 0, float("nan"), o.shift, o.timing)
 
     def targets_at(self, t: float, state: State | None = None) -> np.ndarray:
         """The current plan's PD targets `(nu,)` for time `t` [s] without replanning (the knot
@@ -481,15 +511,18 @@ class MPC:
         correction = np.asarray(plan.feedback[k]) @ dx
         return np.clip(correction, -self.feedback_limit, self.feedback_limit)
 
-    def _accept(self, plan: Trajectory, t: float, wall: float, shift: int) -> None:
+    def _accept(self, plan: Trajectory, t: float, wall: float, shift: int,
+                timing: dict | None = None) -> None:  # fmt: skip
         if self.plan is not None and self.mode != "stand":
             self._previous = (self.plan, self.plan_time)
         self.plan, self.plan_time, self.mode = plan, t, "mpc"
         self.last_targets = np.asarray(plan.u[0], dtype=float).copy()
-        self._record(t, wall, plan.status, plan.iterations, float(plan.cost), shift)
+        self._record(t, wall, plan.status, plan.iterations, float(plan.cost), shift, timing)
 
-    def _record(self, t, wall, status, iterations, cost, shift) -> None:
-        self.stats.cycles.append(CycleRecord(t, wall, status, iterations, cost, shift, self.mode))
+    def _record(self, t, wall, status, iterations, cost, shift, timing=None) -> None:
+        self.stats.cycles.append(
+            CycleRecord(t, wall, status, iterations, cost, shift, self.mode, timing)
+        )
 
 
 def _knot_transition(problem: P.Problem):

@@ -260,7 +260,9 @@ class RealTimeMPC:
 
     def summary(self) -> dict:
         """The MPC's cycle statistics (`MPCStats.summary`, the two warm-up solves of `reset`
-        excluded; `{"cycles": 0}` and the fields below if none ran) plus:
+        excluded; `{"cycles": 0}` and the fields below if none ran; `timing_median_s`: the
+        median seconds of a cycle's linearisation, backward pass, line search and the rest,
+        `controllers.mpc.cycle_timing`) plus:
         `overruns` (cycles longer than `mpc.dt`), `plan_age_median_s`, `plan_age_p99_s`,
         `calls` and the solver thread's `error` (None if it ran cleanly)."""
         cycles = self.mpc.stats.cycles[self._warmup_cycles :]

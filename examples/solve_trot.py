@@ -38,6 +38,7 @@ def summarize(traj, problem) -> dict:
         "robot": model.name,
         "gait": problem.name,
         "status": traj.status,
+        "reason": traj.meta.get("reason"),  # why the solver stopped (FDDP), with its numbers
         "iterations": traj.iterations,
         "cost": traj.cost,
         "commanded_velocity_m_per_s": float(problem.data.reference.base_velocity[0, 0]),

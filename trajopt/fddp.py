@@ -20,8 +20,26 @@ residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
 4. Accept the first `alpha` in the line search whose merit `cost + nu sum_t |f_t|_1` decreases;
    otherwise raise the Levenberg-Marquardt regularisation `mu` and retry.
 
+Stopping (`info["status"]`, and `info["reason"]` says why in words, with the numbers):
+
+    converged  <=>  a full step (alpha = 1) was taken at mu <= 1e-4 on a feasible trajectory
+                    (sum_t |f_t|_1 < defect_tolerance) whose model predicted
+                    |dV1| < tolerance (1 + |cost|);
+                    or no step lowers the merit where the model, at the iteration's first
+                    positive definite Riccati pass, predicts |dV1| < tolerance (1 + |cost|) on a
+                    feasible trajectory (a possibly non-smooth minimum)
+
+`dV1 = sum_t k_t^T Q_u,t` is the Gauss-Newton model's change for the full step. Otherwise
+"line_search_failed" when no step length lowers the merit at any `mu` up to `MU_MAX` (the model
+predicts a decrease the trials do not give: at a kink of the contact model, or derivatives that
+are not those of the computed step), with the predicted decrease, the smallest trial's merit
+change and the `mu` reached; "max_iterations" and "time_budget" with the last prediction
+against the tolerance; "diverged" for a non-finite start.
+
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
+`info["timing"]` splits the solve's wall time [s] into the knots' linearisation, the Riccati
+passes, the line searches and the rest (the start's evaluation, host transfers, bookkeeping).
 
 The knots are the problem's knot backend (`trajopt.knot_backends.for_problem`: JAX, or C that
 CasADi generates for `derivatives="compiled"`), which linearises every knot and runs the line
@@ -50,6 +68,8 @@ from .shooting import ALPHAS, merit
 # derivatives (of the exact solution) would differ from the computed step's, the gap growing
 # with the residual (BENCHMARKS.md, "Derivatives through contact").
 CONTACT_RESIDUAL_TOLERANCE = 1e-4
+MU_MAX = 1e10  # the regularisation at which an iteration gives up its line search
+TIMING_PARTS = ("linearize", "backward", "line_search", "other")  # `info["timing"]`'s keys
 
 
 def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = None) -> int:
@@ -109,6 +129,65 @@ def backward(lin, defects, mu):
 RICCATI = DiskCachedFunction("fddp.backward", jax.jit(backward), "riccati")
 
 
+def decrease_bound(cost: float, tolerance: float) -> float:
+    """`tolerance (1 + |cost|)`: the largest expected decrease `|dV1|` of a converged solve."""
+    return tolerance * (1.0 + abs(cost))
+
+
+def converged_reason(expected: float, gaps: float, bound: float, how: str) -> str:
+    """Why a solve converged: the model's expected decrease against `bound`, and `how`."""
+    return (
+        f"{how}; the model's expected decrease |dV1| = {expected:.3g} < {bound:.3g} on a "
+        f"feasible trajectory (defects {gaps:.2g})"
+    )
+
+
+def line_search_reason(first, trials, mu: float, gaps: float, defect_tolerance: float,
+                       contact_residual: float) -> str:  # fmt: skip
+    """Why no step was accepted: `first = (|dV1|, max |k|, mu, dV2)` of the iteration's first
+    Riccati pass (None if no `Q_uu` was positive definite), `trials` the `(mu, merit change)`
+    of each rejected line search's last trial (its smallest step, `ALPHAS[-1]`), the `mu`
+    reached, the point's defects and its largest contact residual [m/s]. The model's change
+    for a step `alpha` is `alpha dV1 + alpha^2 dV2 / 2`."""
+    if first is None:
+        return f"no Q_uu was positive definite for mu up to {mu:.0e}"
+    alpha = ALPHAS[-1]
+    text = (
+        f"no step length lowered the merit for mu from {first[2]:.0e} to {mu:.0e}: the model "
+        f"predicted a decrease of {first[0]:.3g} for the full step (|dV1|, step max |k| "
+        f"{first[1]:.3g})"
+    )
+    if trials:
+        predicted = -alpha * first[0] + 0.5 * alpha**2 * first[3]
+        least = min(trials, key=lambda m_c: m_c[1])
+        text += (
+            f"; its smallest step ({alpha:g}), predicted to change the merit by "
+            f"{predicted:+.3g}, changed it by {trials[0][1]:+.3g}; the least change of any "
+            f"trial was {least[1]:+.3g} (at mu {least[0]:.0e})"
+        )
+    if gaps >= defect_tolerance:
+        return text + f"; the trajectory is not feasible (defects {gaps:.3g})"
+    return (
+        text + "; the cost no longer decreases where the model says it should (a kink of the "
+        "contact model, or derivatives that are not the computed step's; the largest contact "
+        f"residual here is {contact_residual:.2g} m/s)"
+    )
+
+
+def budget_reason(status: str, done: int, first, bound: float, gaps: float, limit) -> str:
+    """Why a solve stopped at its iteration (`status` "max_iterations", `limit` = the budget) or
+    time budget (`limit` [s]) after `done` iterations: the last Riccati pass's prediction
+    `first = (|dV1|, max |k|, mu, dV2)` against the convergence `bound` on `|dV1|`."""
+    what = f"{limit} iterations" if status == "max_iterations" else f"{limit:g} s"
+    text = f"the budget of {what} ran out after {done} iterations"
+    if first is None:
+        return text + " (no Riccati pass)"
+    return (
+        text + f"; the last Riccati pass predicted a decrease |dV1| = {first[0]:.3g} (converged "
+        f"below {bound:.3g}) with a step max |k| = {first[1]:.3g}, defects {gaps:.2g}"
+    )
+
+
 def solve_fddp(
     problem: P.Problem,
     xs=None,
@@ -124,10 +203,14 @@ def solve_fddp(
     linearize_threads: int = 1,
 ):
     """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
-    (single shooting). Returns `(xs, us, info)` with `info` = status, iterations, cost,
-    term_costs, history, forces, taus, defects, wall_time, feedback, and the contact solves'
-    report at the linearisation points (`contact_report`: `contact_residual`,
+    (single shooting). Returns `(xs, us, info)` with `info` = status, reason, iterations, cost,
+    term_costs, history, forces, taus, defects, wall_time, timing, feedback, and the contact
+    solves' report at the linearisation points (`contact_report`: `contact_residual`,
     `unconverged_linearizations`; every history record has its point's `contact_residual`).
+
+    Stops "converged" by the rule of the module docstring; `info["reason"]` says why the solve
+    stopped, with the numbers; `info["timing"]` the seconds spent in `TIMING_PARTS` over the
+    whole solve (they sum to `wall_time`).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`JaxKnots.linearize_in_two_threads`: the same iterates, on two cores)."""
     two_threads = check_linearize_threads(linearize_threads, problem.derivatives) == 2
@@ -135,6 +218,7 @@ def solve_fddp(
     linearize = fn.linearize_in_two_threads if two_threads else fn.linearize_all
     data = problem.data
     start = time.perf_counter()
+    timing = dict.fromkeys(TIMING_PARTS, 0.0)
     if xs is None:  # single shooting: the rollout's own transitions give the costs
         xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
     else:
@@ -143,13 +227,16 @@ def solve_fddp(
     cost, defects, terms = jax.device_get((cost, defects, terms))
     cost = float(cost)
     history = []
-    status = "max_iterations"
+    status, reason = "max_iterations", None
     mu = mu0
     iteration = 0
     feedback = None  # (T, nu, nx) the Riccati gains K of the last accepted step
+    prediction = None  # (|dV1|, max |k|, mu, dV2) of the last iteration's first Riccati pass
+    bound = 0.0
     if not np.isfinite(cost) or not np.all(np.isfinite(defects)):
         # Never hand NaN back: keep the (finite) initial state at every knot, report inf.
         status = "diverged"
+        reason = "the initial trajectory's cost or defects are not finite"
         max_iterations = 0
         xs = jax.tree_util.tree_map(
             lambda a: jnp.tile(a, (problem.horizon + 1,) + (1,) * a.ndim), data.x0
@@ -167,42 +254,55 @@ def solve_fddp(
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
+        tic = time.perf_counter()
         lin = linearize(data, xs, us)
-        contact_residual = float(np.max(np.asarray(lin.contact_residual)))
+        contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
+        timing["linearize"] += time.perf_counter() - tic
         contact_residuals.append(contact_residual)
-        accepted = False
-        first_expected = None  # the model's predicted change at the least regularisation
-        out_of_time = False
-        while not accepted and mu < 1e10:
+        gaps = float(np.sum(np.abs(defects)))
+        bound = decrease_bound(cost, tolerance)
+        merit_old = merit(cost, defects)
+        accepted = out_of_time = False
+        first = None
+        trials = []  # (mu, merit change) of each rejected line search's smallest step
+        while not accepted and mu < MU_MAX:
             if time_budget is not None and time.perf_counter() - start > time_budget:
                 out_of_time = True  # keep the current iterate; do not search further
                 break
+            tic = time.perf_counter()
             k, K, dV1, dV2, ok = RICCATI(lin, defects, mu)
-            ok, dV1 = jax.device_get((ok, dV1))
+            ok, dV1, dV2, k_host = jax.device_get((ok, dV1, dV2, k))
+            timing["backward"] += time.perf_counter() - tic
             if not bool(ok):
                 mu *= 10.0
                 continue
             dV1 = float(dV1)
-            if first_expected is None:
-                first_expected = abs(dV1)
-            index, _, trial = fn.line_search(data, xs, us, k, K, defects, merit(cost, defects))
+            k_max = float(np.max(np.abs(k_host))) if np.size(k_host) else 0.0
+            if first is None:
+                first = prediction = (abs(dV1), k_max, mu, float(dV2))
+            tic = time.perf_counter()
+            index, _, trial = fn.line_search(data, xs, us, k, K, defects, merit_old)
             index = int(index)
             if index >= 0:
                 accepted = True
                 alpha = ALPHAS[index]
             else:
+                trials.append((mu, merit(*jax.device_get((trial[2], trial[4]))) - merit_old))
                 mu *= 10.0
+            timing["line_search"] += time.perf_counter() - tic
         if out_of_time and not accepted:
             status = "time_budget"
             break
         if not accepted:
             # No step decreases the merit. At a (possibly non-smooth) minimum of a feasible
             # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.
-            stationary = first_expected is not None and first_expected < tolerance * (
-                1.0 + abs(cost)
-            )
-            feasible = float(np.sum(np.abs(defects))) < defect_tolerance
-            status = "converged" if stationary and feasible else "line_search_failed"
+            if first is not None and first[0] < bound and gaps < defect_tolerance:
+                status = "converged"
+                reason = converged_reason(first[0], gaps, bound, "no step lowers the merit")
+            else:
+                status = "line_search_failed"
+                reason = line_search_reason(first, trials, mu, gaps, defect_tolerance,
+                                            contact_residual)  # fmt: skip
             break
         xs, us, cost, terms, defects, forces, taus = trial
         feedback = K
@@ -218,6 +318,7 @@ def solve_fddp(
             "defects": gaps,
             "mu": mu,
             "expected": float(-dV1),
+            "step_size": k_max,  # max |k| of the accepted step's Riccati pass
             "contact_residual": contact_residual,  # at the point this iteration linearised
             "terms": {k_: float(v) for k_, v in terms.items()},
         }
@@ -231,27 +332,36 @@ def solve_fddp(
             callback(record)
         # Converged: a full Gauss-Newton step was taken, barely regularised, predicting a
         # negligible change, on a feasible trajectory.
-        if (
-            alpha == 1.0
-            and mu <= 1e-4
-            and gaps < defect_tolerance
-            and abs(dV1) < tolerance * (1.0 + abs(cost))
+        if alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance and abs(dV1) < decrease_bound(
+            cost, tolerance
         ):
             status = "converged"
+            reason = converged_reason(abs(dV1), gaps, decrease_bound(cost, tolerance),
+                                      "a full step at mu <= 1e-4")  # fmt: skip
             break
         if time_budget is not None and time.perf_counter() - start > time_budget:
             status = "time_budget"
             break
+    gaps = float(np.sum(np.abs(defects)))
+    if status in ("max_iterations", "time_budget"):
+        limit = max_iterations if status == "max_iterations" else time_budget
+        reason = budget_reason(status, iteration, prediction, bound, gaps, limit)
+    wall_time = time.perf_counter() - start
+    timing["other"] = max(wall_time - sum(timing.values()), 0.0)
+    if verbose:
+        print(f"{status}: {reason}")
     info = {
         "status": status,
+        "reason": reason,
         "iterations": iteration if status != "diverged" else 0,
         "cost": cost,
         "term_costs": {k_: float(v) for k_, v in terms.items()},
         "history": history,
         "forces": np.asarray(forces),
         "taus": np.asarray(taus),
-        "defects": float(np.sum(np.abs(defects))),
-        "wall_time": time.perf_counter() - start,
+        "defects": gaps,
+        "wall_time": wall_time,
+        "timing": timing,
         "feedback": None if feedback is None else np.asarray(feedback),
         **contact_report(contact_residuals, problem.num_sweeps, verbose),
     }

@@ -99,7 +99,9 @@ def solve(
     guess: Guess = "auto",
     linearize_threads: int = 1,
 ) -> Trajectory:
-    """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped.
+    """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped (FDDP:
+    `meta["reason"]` says it in words, with the numbers, and `meta["timing"]` splits the solve's
+    time, `fddp.solve_fddp`).
 
     `callback(record)` (FDDP) is called after every accepted iteration with its history record
     (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
@@ -131,7 +133,10 @@ def solve(
             callback=callback,
             linearize_threads=linearize_threads,
         )
-        return Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
+        traj = Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
+        # why it stopped and where its time went (`fddp.solve_fddp`'s reason and timing)
+        traj.meta.update(reason=info["reason"], timing=info["timing"])
+        return traj
     if solver == "lbfgs":
         if shooting != "single":
             raise ValueError("the L-BFGS solver is single shooting only")

@@ -25,3 +25,7 @@ def test_cycle_time_table_counts_overruns_and_percentiles():
     times[:20] = 0.009  # now the p99 is 9 ms
     fast = row_cells(bench.cycle_time_table(times))
     assert fast[2] == "9.0" and fast[4] == "0 (0.0%)" and fast[5] == "met (0.8x, 0.9x)"
+    lines = bench.cycle_time_table(times, {"linearize": 0.004, "backward": 0.0015,
+                                           "line_search": 0.002, "other": 0.0005})  # fmt: skip
+    assert "| linearize | backward | line_search | other |" in lines
+    assert "| 4.00 | 1.50 | 2.00 | 0.50 |" in lines

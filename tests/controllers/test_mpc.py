@@ -396,3 +396,55 @@ def test_adopt_starts_over_with_a_plan_solved_elsewhere(scripted, standing):
     np.testing.assert_array_equal(mpc.targets_at(0.4), plan.u[0])  # no earlier plan: knot 0
     with pytest.raises(ValueError, match="knots"):
         mpc.adopt(Trajectory(q=plan.q[:3], v=plan.v[:3], u=plan.u[:2], dt=plan.dt))
+
+
+def test_cycles_report_where_their_time_went(scripted, standing, monkeypatch):
+    """Each cycle keeps the solve's linearisation, backward pass and line search seconds and the
+    rest of the cycle (`wall - the three`); the summary gives each part's median."""
+    mpc, state = standing
+    # microseconds: parts of the scripted cycles' wall times (the rest is "other")
+    parts = iter([(4e-6, 2e-6, 1e-6), (6e-6, 3e-6, 2e-6), (5e-6, 1e-6, 3e-6)] * 2)
+
+    def timed(*args, **kwargs):
+        plan = scripted(*args, **kwargs)
+        lin, bwd, ls = next(parts)
+        plan.meta["timing"] = {"linearize": lin, "backward": bwd, "line_search": ls, "other": 0.0}
+        return plan
+
+    monkeypatch.setattr(mpc_module, "solve", timed)
+    mpc.reset(state, t=0.0)
+    for i in range(1, 4):
+        mpc.update(state, 0.02 * i)
+    cycles = mpc.stats.cycles
+    for c in cycles:
+        assert set(c.timing) == {"linearize", "backward", "line_search", "other"}
+        assert np.isclose(sum(c.timing.values()), c.wall_time)
+    medians = mpc.stats.summary()["timing_median_s"]
+    # the reset's solve and three cycles: the first part triple comes back for the fourth
+    assert medians["linearize"] == np.median([4e-6, 6e-6, 5e-6, 4e-6])
+    assert medians["backward"] == np.median([2e-6, 3e-6, 1e-6, 2e-6])
+    assert medians["line_search"] == np.median([1e-6, 2e-6, 3e-6, 1e-6])
+    assert medians["other"] == np.median([c.timing["other"] for c in cycles])
+    plain = mpc_module.MPCStats([mpc_module.CycleRecord(0.0, 0.01, "stand", 0, 1.0, 0, "stand")])
+    assert plain.summary()["timing_median_s"] is None
+
+
+@pytest.mark.slow  # compiles the Solo12 trot's knots when the disk cache does not hold them
+def test_a_real_mpc_run_reports_its_cycle_timing():
+    """A tiny MPC with the real FDDP (Solo12 trot, 3 knots): every cycle's parts are the
+    solver's measured seconds, positive, and add up to the cycle's wall time."""
+    from trajopt.gaits import make_problem
+
+    problem = make_problem("solo12", "trot", 0.3, duration=0.06, dt=0.02, substeps=2)
+    mpc = MPC(problem, warmup_iterations=3)
+    m = mpc.model
+    state = State(jnp.asarray(m.q_standing), jnp.zeros(m.nv))
+    mpc.reset(state)
+    for i in range(1, 4):
+        mpc.update(state, 0.02 * i)
+    for c in mpc.stats.cycles:
+        assert c.timing["linearize"] > 0 and c.timing["backward"] > 0
+        assert np.isclose(sum(c.timing.values()), c.wall_time)
+    medians = mpc.stats.summary()["timing_median_s"]
+    assert set(medians) == {"linearize", "backward", "line_search", "other"}
+    assert all(v >= 0 for v in medians.values())

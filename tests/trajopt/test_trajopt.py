@@ -275,3 +275,51 @@ def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve
         assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), name
     with pytest.raises(ValueError, match="derivatives must be one of"):
         make_problem("solo12", "trot", 0.3, duration=0.04, derivatives="exact")
+
+
+def test_a_solve_says_why_it_stopped_and_where_its_time_went(short_problem):
+    """Converged: the reason states the rule's numbers; the timing parts (linearisation,
+    Riccati passes, line searches, the rest) sum to the solve's wall time. Out of iterations:
+    the reason gives the budget and the last prediction against the tolerance."""
+    traj = solve(short_problem, max_iterations=30, verbose=False)
+    assert traj.status == "converged", traj.meta["reason"]
+    assert "the model's expected decrease |dV1| = " in traj.meta["reason"]
+    timing = traj.meta["timing"]
+    assert tuple(timing) == fddp.TIMING_PARTS
+    assert all(timing[k] > 0.0 for k in ("linearize", "backward", "line_search"))
+    assert timing["other"] >= 0.0
+    assert abs(sum(timing.values()) - traj.meta["wall_time_s"]) < 1e-6
+    short = solve(short_problem, max_iterations=2, verbose=False)
+    assert short.status == "max_iterations"
+    assert short.meta["reason"].startswith("the budget of 2 iterations ran out after 2 iterations")
+    assert "predicted a decrease |dV1| = " in short.meta["reason"]
+
+
+def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_problem, monkeypatch):
+    """Residual Jacobians of the wrong sign (derivatives that are not the computed step's): the
+    model predicts a decrease along an ascent direction, no step length lowers the merit at any
+    `mu` up to `MU_MAX`, and the solve stops at its start with the reason in numbers: the
+    predicted decrease (the first pass's, computed here again), the smallest step's change
+    (positive) and the `mu` range."""
+    fn = knot_backends.for_problem(short_problem)
+    true_linearize = fn.linearize_all
+
+    def wrong_sign(data, xs, us):
+        lin = true_linearize(data, xs, us)
+        return lin._replace(R_x=-lin.R_x, R_u=-lin.R_u, R_T=-lin.R_T)
+
+    monkeypatch.setattr(fn, "linearize_all", wrong_sign)
+    _, us = initial_guess(short_problem)
+    xs, cost, *_ = fn.rollout_and_evaluate(short_problem.data, us)
+    xs, us, info = fddp.solve_fddp(short_problem, None, us, max_iterations=5, verbose=False)
+    assert info["status"] == "line_search_failed" and info["iterations"] == 1
+    assert not info["history"] and info["cost"] == float(cost)
+    lin = wrong_sign(short_problem.data, xs, us)
+    _, _, dV1, _, _ = fddp.RICCATI(lin, np.zeros((short_problem.horizon + 1, short_problem.nx)),
+                                   1e-6)  # fmt: skip
+    reason = info["reason"]
+    assert f"predicted a decrease of {abs(float(dV1)):.3g} for the full step" in reason
+    assert "for mu from 1e-06 to 1e+10" in reason
+    change = float(reason.split("changed it by ")[1].split(";")[0])
+    assert change > 0.0
+    assert "the cost no longer decreases where the model says it should" in reason
