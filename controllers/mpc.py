@@ -296,8 +296,14 @@ class MPC:
         check_gait(gait)
         self.gait = gait
         # the gait's own weights (traced data: no recompilation either)
-        weights = gait_weights(self.model.name, gait, self.weight_overrides)
-        self.problem = self.problem.replace_data(weights=traced_weights(weights))
+        weights = traced_weights(gait_weights(self.model.name, gait, self.weight_overrides))
+        own = {t.name: self.problem.data.weights[t.name] for t in self.problem.terms}
+        self.problem = self.problem.replace_data(weights={**weights, **own})
+
+    def set_target(self, name: str, target) -> None:
+        """Move the problem's own term `name`'s target (`trajopt.terms`; its shape, or one row
+        per knot of the horizon) from the next cycle on, without recompiling."""
+        self.problem = self.problem.with_target(name, target)
 
     # ------------------------------------------------------------------ the cycle
     def _problem_at(self, state: State, t: float, u_prev=None) -> P.Problem:

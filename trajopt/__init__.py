@@ -9,8 +9,10 @@ The front door:
     trajectory = trajopt.Trajectory.load("results/trot_go2")
 
 `trajopt.Problem` / `trajopt.ProblemData` build problems of your own, `trajopt.available_gaits()`
-lists the gaits, `trajopt.initial_guess` gives a solver's start. The names are loaded on first
-use, so `import trajopt` stays light.
+lists the gaits, `trajopt.initial_guess` gives a solver's start, `trajopt.Term` adds a residual
+of your own (`problem.with_terms(...)`, `trajopt.terms`; ready-made ones in
+`trajopt.residual_library`). The names are loaded on first use, so `import trajopt` stays
+light.
 
 `trajopt.clear_compiled()` drops every compiled problem structure, single (`trajopt.knot_backends`:
 at most `trajopt.cache_size()` stay compiled, least recently used out first) and batched
@@ -32,6 +34,8 @@ _FRONT_DOOR = {
     "available_gaits": "gaits",
     "solve": "solver",
     "initial_guess": "solver",
+    "Term": "terms",
+    "KnotContext": "terms",
 }
 
 __all__ = sorted(_FRONT_DOOR) + ["cache_size", "clear_compiled", "set_cache_size"]

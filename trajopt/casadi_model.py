@@ -243,6 +243,11 @@ def moreau_step(
 
 # ----------------------------------------------------------------------------- problem pieces
 def check_supported(problem: P.Problem):
+    if problem.terms:
+        raise NotImplementedError(
+            f"the IPOPT backend evaluates the knots in CasADi, which does not run the problem's "
+            f"own terms {[t.name for t in problem.terms]}: solve it with FDDP or L-BFGS"
+        )
     if problem.contact not in P.CASADI_CONTACTS:
         raise NotImplementedError(
             f"the IPOPT backend supports the hard and smooth contact models, "

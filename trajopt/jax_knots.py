@@ -16,7 +16,8 @@ An FDDP iteration is `linearize_all` (every knot, one call), the Riccati pass an
 (all step lengths in one call, stopping at the first accepted): no per-knot Python. The
 functions of the iteration and the rollout are `program_cache.DiskCachedFunction`s: their
 traced programs are saved on disk, keyed by the structure, so a later process with the same
-structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.program_cache`).
+structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.program_cache`), except
+for a problem with its own terms (`trajopt.terms`), whose functions' code no key can see.
 `linearize`, `linearize_terminal` and `forward` (the pieces, for tests and benchmarks) compile
 when first called.
 """
@@ -43,6 +44,8 @@ class JaxKnots:
         context = repr(shooting.structure_key(problem))
 
         def disk(name, fun):
+            if problem.terms:  # a user's functions: the key cannot see their code
+                return jax.jit(fun)
             return DiskCachedFunction(f"fddp.{name}", jax.jit(fun), context)
 
         def bound(fun):

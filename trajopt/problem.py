@@ -48,6 +48,15 @@ from dynamics.actuator import pd_torque
 from dynamics.configuration import State, difference, integrate
 from dynamics.model import Model
 
+from .terms import (
+    Term,
+    check_names,
+    check_output,
+    check_target,
+    context,
+    target_rows,
+)
+
 RUNNING_TERMS = (
     "base_linear_velocity",
     "base_angular_velocity",
@@ -108,8 +117,10 @@ class Reference:
 class ProblemData:
     """Everything of a problem that may change without recompiling (all traced).
 
-    x0: initial `KnotState`; params: contact `StepParams`; weights: `{term: weight}`;
-    reference: `Reference`; gains: `(kp, kd)` of the PD actuator.
+    x0: initial `KnotState`; params: contact `StepParams`; weights: `{term: weight}` (the
+    fixed terms' and the problem's own `terms`'); reference: `Reference`; gains: `(kp, kd)` of
+    the PD actuator; targets: `{term name: (T + 1, ...) rows}` of the problem's own terms that
+    have a target (`trajopt.terms`).
     """
 
     x0: KnotState
@@ -117,6 +128,7 @@ class ProblemData:
     weights: dict
     reference: Reference
     gains: jax.Array
+    targets: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +137,8 @@ class Problem:
 
     model: the robot. horizon: number of knots T (>= 1). substeps: simulation steps per knot.
     contact: "hard" | "smooth" | "penalty". num_sweeps: prox sweeps. control: "pd" | "torque".
-    name: e.g. "trot"; robot: the robot's name. data: `ProblemData`.
+    name: e.g. "trot"; robot: the robot's name. data: `ProblemData`. terms: the problem's own
+    residual terms (`trajopt.terms.Term`, added by `with_terms`) next to the fixed ones.
     derivatives: how the solvers' Jacobians differentiate the impulse solve (`contact.step`):
     "unrolled" (default: through the sweeps, the derivative of the computed step) or "implicit"
     (at the solution: the derivative of the exact Coulomb fixed point, cheaper; at 10 sweeps it
@@ -145,6 +158,7 @@ class Problem:
     control: ControlKind = "pd"
     name: str = "custom"
     derivatives: ProblemDerivatives = "unrolled"
+    terms: tuple = ()
 
     def __post_init__(self):
         validate(self)
@@ -167,6 +181,35 @@ class Problem:
 
     def replace_data(self, **changes) -> Problem:
         return dataclasses.replace(self, data=dataclasses.replace(self.data, **changes))
+
+    def with_terms(self, *terms: Term) -> Problem:
+        """This problem with `terms` added (`trajopt.terms`): their weights go to
+        `data.weights`, their targets to `data.targets`. Checked before any solve: names,
+        targets, and each function evaluated once at the initial state."""
+        weights = dict(self.data.weights)
+        targets = dict(self.data.targets)
+        for term in terms:
+            weights[term.name] = jnp.asarray(float(term.weight))
+            rows = target_rows(term, self.horizon)
+            if rows is not None:
+                targets[term.name] = rows
+        data = dataclasses.replace(self.data, weights=weights, targets=targets)
+        return dataclasses.replace(self, data=data, terms=tuple(self.terms) + tuple(terms))
+
+    def with_target(self, name: str, target) -> Problem:
+        """This problem with term `name`'s target replaced: one target of the term's shape
+        (every knot) or `(T + 1, ...)` (one per knot). Traced: the compiled functions serve."""
+        term = self.term(name)
+        rows = check_target(term, target, self.horizon, self.data.targets.get(name))
+        return self.replace_data(targets={**self.data.targets, name: rows})
+
+    def term(self, name: str) -> Term:
+        """The problem's own term `name`."""
+        for term in self.terms:
+            if term.name == name:
+                return term
+        raise KeyError(f"no term {name!r}; the problem's own terms are "
+                       f"{[t.name for t in self.terms]}")  # fmt: skip
 
 
 def validate(problem: Problem) -> None:
@@ -196,9 +239,12 @@ def validate(problem: Problem) -> None:
             )
     if problem.control not in CONTROL_KINDS:
         raise ValueError(f"control must be one of {CONTROL_KINDS}, got {problem.control!r}")
-    unknown = set(problem.data.weights) - set(COST_TERMS)
+    validate_terms(problem)
+    own = {t.name for t in problem.terms}
+    unknown = set(problem.data.weights) - set(COST_TERMS) - own
     if unknown:
-        raise ValueError(f"unknown cost terms {sorted(unknown)}; known terms: {COST_TERMS}")
+        raise ValueError(f"unknown cost terms {sorted(unknown)}; known terms: {COST_TERMS}"
+                         + (f" and the problem's own {sorted(own)}" if own else ""))
     for name, w in problem.data.weights.items():
         if not np.isfinite(w) or w < 0:
             raise ValueError(f"weight of {name!r} must be finite and >= 0, got {w}")
@@ -232,6 +278,74 @@ def validate(problem: Problem) -> None:
     bad = [n for n, a, b in zip(model.actuated_joint_names, lo, hi) if a > b]
     if bad:
         raise ValueError(f"infeasible joint bounds (lower > upper) for joints {bad}")
+
+
+def validate_terms(problem: Problem) -> None:
+    """The problem's own terms (`trajopt.terms`): unique names, none a fixed term's; a target
+    row set for exactly the terms made with a target, of `(T + 1, ...)` rows; a backend that
+    runs them; and each function evaluated once at the initial state (a float vector, finite;
+    once per term and problem structure, not at every `replace`)."""
+    terms = tuple(problem.terms)
+    if not terms:
+        return
+    check_names(terms, COST_TERMS)
+    names = {t.name for t in terms}
+    targets = problem.data.targets
+    stray = sorted(set(targets) - names)
+    if stray:
+        raise ValueError(f"data.targets has {stray}, which are none of the problem's terms")
+    for term in terms:
+        has = term.name in targets
+        if has != (term.target is not None):
+            raise ValueError(f"term {term.name!r}: data.targets must hold a target for it "
+                             f"exactly when it was made with one")  # fmt: skip
+        if has and np.shape(targets[term.name])[:1] != (problem.horizon + 1,):
+            raise ValueError(f"term {term.name!r}: data.targets must have "
+                             f"{problem.horizon + 1} rows (one per knot), got shape "
+                             f"{np.shape(targets[term.name])}")  # fmt: skip
+        if term.name not in problem.data.weights:
+            raise ValueError(f"term {term.name!r} has no weight in data.weights")
+    if problem.derivatives == "compiled":
+        raise ValueError(
+            f"derivatives='compiled' evaluates the knots in generated C, which does not run the "
+            f"problem's own terms {sorted(names)}: use derivatives='implicit' (the same "
+            f"derivatives, in JAX) or 'unrolled'"
+        )
+    for term in terms:
+        _check_term_output(term, problem.model, problem.horizon, problem.dt_knot,
+                           problem.data.x0, targets.get(term.name))  # fmt: skip
+
+
+_CHECKED_TERMS: dict = {}  # (term, model name, horizon) -> residual size
+
+
+def _check_term_output(term: Term, model: Model, horizon: int, dt_knot: float, x0, rows):
+    key = (term, model.name, horizon)
+    if key in _CHECKED_TERMS:
+        return _CHECKED_TERMS[key]
+    t = horizon if term.terminal else 0
+    zero_forces = jnp.zeros((model.nfeet, 3), dtype=x0.v.dtype)
+    zero_torques = jnp.zeros(model.nu, dtype=x0.v.dtype)
+    row = None if rows is None else jnp.asarray(rows)[t]
+    ctx = context(model, x0, x0.u_prev, zero_forces, zero_torques, t, dt_knot, row,
+                  term.terminal)  # fmt: skip
+    _CHECKED_TERMS[key] = size = check_output(term, ctx)
+    return size
+
+
+def own_term_residuals(problem: Problem, data: ProblemData, x: KnotState, u, forces, torques,
+                       t, terminal: bool) -> dict:  # fmt: skip
+    """`{name: activated residual}` of the problem's own running (or `terminal`) terms at knot
+    `t` (`trajopt.terms`)."""
+    out = {}
+    for term in problem.terms:
+        if term.terminal != terminal:
+            continue
+        rows = data.targets.get(term.name)
+        row = None if rows is None else rows[t]
+        ctx = context(problem.model, x, u, forces, torques, t, problem.dt_knot, row, terminal)
+        out[term.name] = term.evaluate(ctx)
+    return out
 
 
 # ------------------------------------------------------------------------------ knot dynamics
@@ -341,9 +455,10 @@ def _base_terms(problem: Problem, data: ProblemData, x: KnotState, ref_t):
 
 
 def running_residuals(
-    problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, ref_t
+    problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, ref_t, t=0
 ) -> dict:
-    """`{term: residual vector}` at one knot (unweighted)."""
+    """`{term: residual vector}` at knot `t` (unweighted): the fixed terms and the problem's own
+    running terms (`own_term_residuals`, which read `t` for their targets)."""
     model = problem.model
     nqb, nvb = model.nq - model.nu, model.nv - model.nu
     q_j = x.q[nqb:]
@@ -370,12 +485,22 @@ def running_residuals(
             "contact_force": ((forces - nominal) / weight).reshape(-1),
         }
     )
+    res.update(own_term_residuals(problem, data, x, u, forces, torques, t, terminal=False))
     return res
 
 
 def terminal_residuals(problem: Problem, data: ProblemData, x: KnotState, ref_t) -> dict:
+    """`{term: residual vector}` at the terminal knot: the fixed `terminal_state` and the
+    problem's own terminal terms (control `u_prev`, no forces or torques)."""
     base = _base_terms(problem, data, x, ref_t)
-    return {"terminal_state": jnp.concatenate([base[k] for k in sorted(base)])}
+    res = {"terminal_state": jnp.concatenate([base[k] for k in sorted(base)])}
+    if problem.terms:
+        model = problem.model
+        forces = jnp.zeros((model.nfeet, 3), dtype=x.v.dtype)
+        torques = jnp.zeros(model.nu, dtype=x.v.dtype)
+        res.update(own_term_residuals(problem, data, x, x.u_prev, forces, torques,
+                                      problem.horizon, terminal=True))  # fmt: skip
+    return res
 
 
 def weighted(residuals: dict, weights: dict) -> jax.Array:

@@ -36,7 +36,8 @@ MERIT_DEFECT_WEIGHT = 100.0  # nu: cost units per unit of L1 defect (tangent coo
 def structure_key(problem: P.Problem):
     """What must be equal for two problems to share compiled functions: the robot (name and
     content hash), the static fields, the knot duration (a constant of the control-rate
-    residual), the weighted terms and the shapes and dtypes of the traced data."""
+    residual), the weighted terms, the problem's own terms and the shapes and dtypes of the
+    traced data."""
     data = problem.data
     leaves_shapes = tuple(
         (np.shape(x), str(np.asarray(x).dtype)) for x in jax.tree_util.tree_leaves(data)
@@ -52,6 +53,7 @@ def structure_key(problem: P.Problem):
         problem.derivatives,
         problem.control,
         tuple(sorted(data.weights)),
+        problem.terms,  # the own terms' functions (each term is its own identity)
         jax.tree_util.tree_structure(data),
         leaves_shapes,
     )
@@ -97,7 +99,7 @@ def evaluate_transitions(problem, data, xs, us, nexts, forces, taus):
     def knot(t):
         x, u = index_knots(xs, t), us[t]
         res = P.running_residuals(
-            problem, data, x, u, forces[t], taus[t], P.reference_at(data.reference, t)
+            problem, data, x, u, forces[t], taus[t], P.reference_at(data.reference, t), t
         )
         defect = P.local(problem, index_knots(xs, t + 1), index_knots(nexts, t))
         return P.term_costs(res, data.weights), defect
@@ -202,7 +204,7 @@ def knot_costs(problem, data, x, u, t, dyn: KnotDynamics):
     def residuals(dq, dv, du_prev, du, forces, taus):
         # not `retract` of one concatenated tangent: `dq` alone reaches the configuration
         xp = P.KnotState(P.integrate(problem.model, x.q, dq), x.v + dv, x.u_prev + du_prev)
-        res = P.running_residuals(problem, data, xp, u + du, forces, taus, ref_t)
+        res = P.running_residuals(problem, data, xp, u + du, forces, taus, ref_t, t)
         return P.weighted(res, data.weights)
 
     zv, zu = jnp.zeros(nv, dtype), jnp.zeros(nu, dtype)
