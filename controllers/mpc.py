@@ -144,6 +144,16 @@ def timing_medians(cycles) -> dict | None:
     return {k: float(np.median([t[k] for t in timed])) for k in TIMING_PARTS}
 
 
+# The weights of a gait-library planner that runs one FDDP iteration per cycle, over the
+# gait's (`trajopt.gaits.gait_weights`; a caller's `weights` override both): the control rate at
+# 1e-3 against the library's 1e-5. A plan that one iteration re-solves every cycle chatters at
+# the library's weight: joint targets far apart from one knot to the next. On Go2 with its rotor
+# inertia the 10 s trot in our simulator then fell (0.23 m/s); at 1e-3 it walked at 0.49 m/s,
+# as with two iterations at the library's weights. `controllers.realtime_mpc` plans with them
+# at any iteration count.
+ONE_ITERATION_WEIGHTS = {"control_rate": 1e-3}
+
+
 class MPC:
     """Receding-horizon FDDP on a gait problem or a problem of one's own (module docstring).
 
@@ -157,7 +167,8 @@ class MPC:
             0.5 m/s forward; for a problem that is not a gait's, its own references).
         horizon: planning horizon [s] (default 0.5); dt: knot and control period [s] (default
             0.02); substeps: simulation steps per knot in the planning model (default 2).
-        iterations: FDDP iterations per cycle; warmup_iterations: for the first plan.
+        iterations: FDDP iterations per cycle (a gait-library planner with one plans with
+            `ONE_ITERATION_WEIGHTS` over the gait's); warmup_iterations: for the first plan.
         time_budget: wall-clock budget per cycle [s] (None: only the iteration count).
         max_failures: consecutive failed cycles before the safe stand.
         feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
@@ -213,6 +224,9 @@ class MPC:
             if horizon < dt:
                 raise ValueError(f"horizon {horizon} s is shorter than one knot of {dt} s")
             check_gait(gait)
+            if iterations == 1:
+                problem_options["weights"] = {**ONE_ITERATION_WEIGHTS,
+                                              **(problem_options.get("weights") or {})}  # fmt: skip
             self.problem = make_problem(
                 robot, gait, 0.0, duration=horizon, dt=dt, substeps=substeps, **problem_options
             )

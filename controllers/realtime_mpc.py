@@ -56,19 +56,19 @@ import numpy as np
 from dynamics.configuration import State
 from hardware.interface import JointCommand, JointMap, Measurement, VelocityCommand
 
-from .mpc import MPC, MPCStats
+from .mpc import MPC, ONE_ITERATION_WEIGHTS, MPCStats
 from .mpc_process import SolverProcess
 from .state_feedback import measured_state
 
 LOOKAHEAD_WINDOW = 5  # cycles whose median wall time sets the "auto" lookahead
 # The real-time planner's weights over the gait's (`trajopt.gaits.gait_weights`; a caller's
-# `weights` override both): a control-rate weight of 1e-3 against the library's 1e-5. A plan
-# re-solved every cycle with one FDDP iteration from a state a cycle old chatters at the
+# `weights` override both), at any iteration count: the one-iteration planner's
+# (`controllers.mpc.ONE_ITERATION_WEIGHTS`, a control-rate weight of 1e-3 against the
+# library's 1e-5). A plan re-solved every cycle from a state a cycle old chatters at the
 # library's weight: calf targets far apart from one knot to the next, the PD drives the calves
 # past their velocity limit and the safety layer damps the robot. With 1e-3 the joints stay
-# under their limits. The simulated-time MPC (`controllers.mpc.MPC` alone: lockstep,
-# distillation's expert) keeps the gait's weights.
-REAL_TIME_WEIGHTS = {"control_rate": 1e-3}
+# under their limits.
+REAL_TIME_WEIGHTS = ONE_ITERATION_WEIGHTS
 
 
 class RealTimeMPC:

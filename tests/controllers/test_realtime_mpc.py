@@ -220,7 +220,8 @@ def test_the_auto_lookahead_covers_the_solve_time_in_whole_knots(setup):
 def test_the_real_time_planner_weighs_the_control_rate_over_the_gaits_weights():
     """`realtime_mpc_controller` plans with `REAL_TIME_WEIGHTS` over the gait's weights (the
     control rate 100x: one iteration per cycle chattered without it) and a caller's weights
-    over both; `MPC` alone keeps the gait's."""
+    over both; `MPC` alone does the same with one iteration per cycle
+    (`ONE_ITERATION_WEIGHTS`) and keeps the gait's with more."""
     from controllers.realtime_mpc import REAL_TIME_WEIGHTS, realtime_mpc_controller
     from trajopt.gaits import gait_weights
 
@@ -235,4 +236,6 @@ def test_the_real_time_planner_weighs_the_control_rate_over_the_gaits_weights():
     ).mpc.problem.data.weights
     assert float(own["control_rate"]) == 2e-5 and float(own["torque"]) == 0.1
     alone = MPC(ROBOT, horizon=0.1).problem.data.weights
-    assert float(alone["control_rate"]) == library["control_rate"]
+    assert float(alone["control_rate"]) == REAL_TIME_WEIGHTS["control_rate"]
+    two = MPC(ROBOT, horizon=0.1, iterations=2).problem.data.weights
+    assert float(two["control_rate"]) == library["control_rate"]
