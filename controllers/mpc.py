@@ -36,6 +36,7 @@ expert's references were built at.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import time
@@ -117,7 +118,8 @@ class MPCStats:
 
     def summary(self) -> dict:
         """Median / 99th percentile / max cycle wall time [s], achieved rate [Hz] at the median,
-        counts of fallbacks and stand cycles, and `timing_median_s`: the median [s] of each
+        counts of fallbacks and stand cycles, `iterations_per_cycle` (`{FDDP iterations: cycles}`),
+        and `timing_median_s`: the median [s] of each
         part of a cycle (`cycle_timing`: linearize, backward, line_search, other) over the
         cycles that solved (None if none did)."""
         if not self.cycles:
@@ -131,8 +133,16 @@ class MPCStats:
             "rate_hz_at_median": float(1.0 / np.median(wall)),
             "fallback_cycles": sum(c.mode == "fallback" for c in self.cycles),
             "stand_cycles": sum(c.mode == "stand" for c in self.cycles),
+            "iterations_per_cycle": iteration_counts(self.cycles),
             "timing_median_s": timing_medians(self.cycles),
         }
+
+
+def iteration_counts(cycles) -> dict:
+    """`{iterations: number of cycles}` over the cycles that solved (a time budget may stop a
+    cycle before its iteration count)."""
+    counts = collections.Counter(int(c.iterations) for c in cycles if c.mode == "mpc")
+    return dict(sorted(counts.items()))
 
 
 def timing_medians(cycles) -> dict | None:

@@ -48,6 +48,7 @@ from hardware.interface import JointMap, VelocityCommand
 from hardware.pose import PoseController
 from hardware.safety import SafetyConfig, SafetyLayer
 from hardware.timing import format_summary
+from trajopt import generated_code
 from trajopt.problem import DERIVATIVES
 
 
@@ -64,7 +65,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
         drop=0.0, corrupt=0.0, timeout=0.3, controller="stand", lockstep=False, velocity=0.5,
         horizon=0.5, iterations=None, lookahead="auto", substeps=2,
         contact="smooth", sweeps=10, solver="process", solver_core="auto",
-        derivatives="compiled"):  # fmt: skip
+        derivatives="compiled", cycle_budget=None):  # fmt: skip
     """Run one deployment (see the module docstring); returns the summary dict. Defaults by
     controller: the stand at 50 Hz; the MPC at 100 Hz with 1 FDDP iteration per cycle in real
     time, 50 Hz with 3 per cycle in lockstep. `lookahead` [s] or "auto": the real-time MPC's
@@ -74,7 +75,10 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     UDP against MuJoCo"): the MPC's planning model. `solver`: "process" (the solves in a
     process of their own) or "thread"; `solver_core`: the core that process runs on, the
     robot process and this one on the others ("auto": the last core when
-    there are two or more; None: not pinned)."""
+    there are two or more; None: not pinned). `cycle_budget` [s]: the real-time MPC's time per
+    cycle (`iterations` are a maximum: a cycle does not begin an iteration that would end past
+    it, `trajopt.fddp.next_iteration_overruns`; the summary counts the iterations each cycle
+    ran)."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep
     if control_rate is None:
@@ -88,7 +92,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
         return _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt,
                     timeout, controller, lockstep, velocity, horizon, iterations, lookahead,
                     substeps, contact, sweeps, solver, solver_core, joint_map, realtime_mpc,
-                    derivatives)
+                    derivatives, cycle_budget)
     finally:  # a caller in this process (a test) gets its cores back
         if original is not None:
             os.sched_setaffinity(0, original)
@@ -96,14 +100,15 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
 
 def _run(robot_name, seconds, backend, control_rate, command_rate, drop, corrupt, timeout,
          controller, lockstep, velocity, horizon, iterations, lookahead, substeps, contact,
-         sweeps, solver, solver_core, joint_map, realtime_mpc, derivatives):  # fmt: skip
+         sweeps, solver, solver_core, joint_map, realtime_mpc, derivatives,
+         cycle_budget):  # fmt: skip
     source = None
     if controller == "mpc":
         if realtime_mpc:
             ctrl = realtime_mpc_controller(robot_name, joint_map, "trot", horizon, iterations,
                                            lookahead=lookahead, substeps=substeps,
                                            contact=contact, num_sweeps=sweeps,
-                                           derivatives=derivatives,
+                                           derivatives=derivatives, time_budget=cycle_budget,
                                            process=solver == "process",
                                            core=solver_core)  # fmt: skip
             # the first plan and every compilation before the robot runs: the reset then takes
@@ -210,6 +215,9 @@ def main(argv=None):
     parser.add_argument("--solver-core", default="auto",
                         help="real-time MPC: the solver process's CPU core (the rest run on the "
                              "others); 'auto' (the last of two or more) or 'none'")
+    parser.add_argument("--cycle-budget", type=float, default=None,
+                        help="real-time MPC: seconds per cycle; --iterations is then a maximum "
+                             "(e.g. --iterations 2 --cycle-budget 0.016)")  # fmt: skip
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     if args.solver_core not in ("auto", "none"):
@@ -221,11 +229,10 @@ def main(argv=None):
     elif args.solver_core == "none":
         args.solver_core = None
     if args.derivatives == "compiled" and args.controller == "mpc" and not args.lockstep:
-        from trajopt.compiled_knots import compiler, compiler_available
-
-        if not compiler_available():
-            parser.error(f"--derivatives compiled needs a C compiler ({compiler()!r} was "
-                         "not found: install gcc or set CC), or use --derivatives implicit")
+        if not generated_code.compiler_available():
+            parser.error(f"--derivatives compiled needs a C compiler "
+                         f"({generated_code.compiler()!r} was not found: install gcc or set CC), "
+                         "or use --derivatives implicit")
     if args.lookahead != "auto":
         try:
             args.lookahead = float(args.lookahead)
@@ -236,7 +243,7 @@ def main(argv=None):
                   args.command_rate, args.drop, args.corrupt, args.timeout, args.controller,
                   args.lockstep, args.velocity, args.horizon, args.iterations, args.lookahead,
                   args.substeps, args.contact, args.sweeps, args.solver,
-                  args.solver_core, args.derivatives)  # fmt: skip
+                  args.solver_core, args.derivatives, args.cycle_budget)  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
     rejected = {k: v for k, v in summary["controller_side"]["counters"].items() if v}
@@ -255,7 +262,8 @@ def main(argv=None):
               f"{1e3 * m['p99_s']:.0f} ms, max {1e3 * m['max_s']:.0f} ms, overruns (> 20 ms) "
               f"{m['overruns']}, plan age median {1e3 * m['plan_age_median_s']:.0f} ms, "
               f"p99 {1e3 * m['plan_age_p99_s']:.0f} ms, fallbacks {m['fallback_cycles']}, "
-              f"stand {m['stand_cycles']}, solver error {m['error']}")  # fmt: skip
+              f"stand {m['stand_cycles']}, iterations per cycle {m['iterations_per_cycle']}, "
+              f"solver error {m['error']}")  # fmt: skip
     if args.controller == "mpc":
         print(f"average forward speed after 1.5 s: {summary['average_speed_m_per_s']:.3f} m/s "
               f"(command {args.velocity} m/s)")  # fmt: skip

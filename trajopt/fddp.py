@@ -34,7 +34,9 @@ Stopping (`info["status"]`, and `info["reason"]` says why in words, with the num
 predicts a decrease the trials do not give: at a kink of the contact model, or derivatives that
 are not those of the computed step), with the predicted decrease, the smallest trial's merit
 change and the `mu` reached; "max_iterations" and "time_budget" with the last prediction
-against the tolerance; "diverged" for a non-finite start.
+against the tolerance; "diverged" for a non-finite start. With a `time_budget` the first
+iteration always runs, and a later one is not begun when another as long as the last would end
+past the budget (`next_iteration_overruns`).
 
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
@@ -127,6 +129,13 @@ def backward(lin, defects, mu):
 # The Riccati pass depends on the arrays' shapes only: one jitted function serves every
 # structure (its traced programs saved on disk per shape, as the knot backends' are).
 RICCATI = DiskCachedFunction("fddp.backward", jax.jit(backward), "riccati")
+
+
+def next_iteration_overruns(elapsed: float, last_iteration: float, budget: float) -> bool:
+    """Whether another iteration, as long as the last one, would end past `budget` [s] after
+    `elapsed` [s]: then the solve stops ("time_budget") rather than start one it cannot
+    finish (a real-time cycle's second iteration where the first left too little time)."""
+    return elapsed + last_iteration > budget
 
 
 def decrease_bound(cost: float, tolerance: float) -> float:
@@ -254,7 +263,7 @@ def solve_fddp(
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     for iteration in range(1, max_iterations + 1):
-        tic = time.perf_counter()
+        began = tic = time.perf_counter()
         lin = linearize(data, xs, us)
         contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
         timing["linearize"] += time.perf_counter() - tic
@@ -339,7 +348,9 @@ def solve_fddp(
             reason = converged_reason(abs(dV1), gaps, decrease_bound(cost, tolerance),
                                       "a full step at mu <= 1e-4")  # fmt: skip
             break
-        if time_budget is not None and time.perf_counter() - start > time_budget:
+        now = time.perf_counter()
+        if (time_budget is not None and iteration < max_iterations
+                and next_iteration_overruns(now - start, now - began, time_budget)):  # fmt: skip
             status = "time_budget"
             break
     gaps = float(np.sum(np.abs(defects)))

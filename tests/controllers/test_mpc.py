@@ -448,3 +448,12 @@ def test_a_real_mpc_run_reports_its_cycle_timing():
     medians = mpc.stats.summary()["timing_median_s"]
     assert set(medians) == {"linearize", "backward", "line_search", "other"}
     assert all(v >= 0 for v in medians.values())
+
+
+def test_the_summary_counts_the_iterations_each_cycle_ran():
+    """`iterations_per_cycle`: cycles that solved, by their FDDP iteration count (a cycle's
+    time budget may stop it early); standing cycles are not counted."""
+    cycles = [mpc_module.CycleRecord(0.02 * i, 0.01, "time_budget", n, 1.0, 1, "mpc")
+              for i, n in enumerate((2, 1, 2, 2))]  # fmt: skip
+    cycles.append(mpc_module.CycleRecord(0.1, 0.001, "stand", 0, 1.0, 0, "stand"))
+    assert mpc_module.MPCStats(cycles).summary()["iterations_per_cycle"] == {1: 1, 2: 3}

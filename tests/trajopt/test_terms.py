@@ -127,3 +127,24 @@ def test_a_per_knot_target_gives_each_knot_its_row(plain):
     us = np.tile(np.asarray(plain.data.x0.u_prev), (plain.horizon, 1))
     terms = knot_backends.for_problem(seen).rollout_and_evaluate(seen.data, us)[2]
     assert float(terms["knot_index"]) == 0.0  # row t - t at every knot
+
+
+@pytest.mark.slow
+def test_the_batched_solver_takes_the_terms_and_their_targets():
+    """Two problems of one structure (the same term) with different targets, batched on one
+    device: each solve equals its single FDDP solve (status, iterations, cost). Slow: the
+    batched structure compiles for about two minutes."""
+    from trajopt import batched, fddp
+    from trajopt.solver import initial_guess
+
+    base = trajopt.make_problem("solo12", "trot", 0.2, duration=0.06, dt=0.02, substeps=2)
+    term = Term("reach_y", base_y, weight=1e3, target=[0.01], terminal=True)
+    problems = [base.with_terms(term), base.with_terms(term).with_target("reach_y", [-0.01])]
+    us0 = np.stack([np.asarray(initial_guess(p)[1]) for p in problems])
+    single = [fddp.solve_fddp(p, None, u, max_iterations=6, verbose=False)
+              for p, u in zip(problems, us0)]  # fmt: skip
+    together = batched.solve_batched(problems, us0, max_iterations=6)
+    for (_, _, a), (_, _, b) in zip(single, together):
+        assert (a["status"], a["iterations"]) == (b["status"], b["iterations"])
+        assert a["cost"] == pytest.approx(b["cost"], rel=1e-9)
+    assert single[0][2]["term_costs"]["reach_y"] != single[1][2]["term_costs"]["reach_y"]

@@ -4,6 +4,7 @@ The end-to-end trot acceptance tests live in `test_trajopt_gaits.py`.
 """
 
 import dataclasses
+import time
 
 import jax
 import jax.numpy as jnp
@@ -323,3 +324,27 @@ def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_pro
     change = float(reason.split("changed it by ")[1].split(";")[0])
     assert change > 0.0
     assert "the cost no longer decreases where the model says it should" in reason
+
+
+def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_problem, monkeypatch):
+    """With each linearisation made 0.2 s long, a 0.3 s budget runs one iteration and stops
+    ("time_budget") instead of starting a second that would end past it; a 0.5 s budget runs
+    two. The rule itself: another iteration as long as the last must end within the budget."""
+    assert fddp.next_iteration_overruns(0.25, 0.1, 0.3)
+    assert not fddp.next_iteration_overruns(0.15, 0.1, 0.3)
+    fn = knot_backends.for_problem(short_problem)
+    _, us = initial_guess(short_problem)
+    fddp.solve_fddp(short_problem, None, us, max_iterations=1, verbose=False)  # compiled
+    true_linearize = fn.linearize_all
+
+    def slow(*args):
+        time.sleep(0.2)
+        return true_linearize(*args)
+
+    monkeypatch.setattr(fn, "linearize_all", slow)
+    *_, one = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=0.3,
+                              verbose=False)  # fmt: skip
+    *_, two = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=0.5,
+                              verbose=False)  # fmt: skip
+    assert one["status"] == "time_budget" and one["iterations"] == 1 and one["wall_time"] < 0.3
+    assert two["status"] == "time_budget" and two["iterations"] == 2
