@@ -31,7 +31,7 @@ import dynamics
 from trajopt import residual_library
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import make_problem
-from trajopt.replay import resimulate
+from trajopt.replay import resimulate_finer
 from trajopt.solver import solve
 from viz import publish_result
 
@@ -98,21 +98,10 @@ def landing_error(q: np.ndarray, target_xy) -> float:
     return float(np.linalg.norm(np.asarray(q)[-1, :2] - np.asarray(target_xy)))
 
 
-def resimulated(problem, traj):
-    """`(q, force)` of the plan's controls replayed at `RESIM_STEP` with hard contact and
-    `RESIM_SWEEPS` sweeps."""
-    substeps = int(round(problem.dt_knot / RESIM_STEP))
-    params = dataclasses.replace(problem.data.params, dt=problem.dt_knot / substeps)
-    q, _, force, _ = resimulate(problem.model, params, traj, substeps=substeps, contact="hard",
-                                num_sweeps=RESIM_SWEEPS, control=problem.control,
-                                kp=float(problem.data.gains[0]))  # fmt: skip
-    return q, force
-
-
 def summarize(problem, traj, distance: float) -> dict:
     q0 = np.asarray(problem.model.q_standing)
     target = q0[:2] + [distance, 0.0]
-    q, force = resimulated(problem, traj)
+    q, _, force, _ = resimulate_finer(problem, traj, step=RESIM_STEP, num_sweeps=RESIM_SWEEPS)
     return {
         "distance_m": distance,
         "status": traj.status,

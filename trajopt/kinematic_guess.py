@@ -123,9 +123,11 @@ def stance_midpoints(stance: np.ndarray):
     return prev, nxt, blend
 
 
-def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`(base_q (T+1, 7), feet (T+1, nfeet, 3), xy/yaw)`: base poses and world foot-sphere centre
-    targets of the kinematic guess (see the module docstring)."""
+    targets of the kinematic guess (see the module docstring). `place(i, p (3,)) -> (3,)`, if
+    given, moves foot i's nominal foothold `p` (world, z = 0) where it should stand (a stone, a
+    tread); the swing arcs then run between the placed footholds."""
     import pinocchio as pin
 
     model = problem.model
@@ -173,7 +175,7 @@ def foot_targets(problem: P.Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray
             p_xy = p_xy + extra * dt * np.array([c * v[0] - s * v[1], s * v[0] + c * v[1]])
             yw = yw + extra * dt * v[2]
         p = np.array([p_xy[0], p_xy[1], 0.0]) + _rot_z(yw) @ offsets[i]
-        return p
+        return p if place is None else np.asarray(place(i, p), dtype=float)
 
     feet = np.zeros((n, len(foot_ids), 3))
     for t in range(n):
@@ -247,15 +249,16 @@ def holding_torques(model, q: np.ndarray, stance: np.ndarray) -> np.ndarray:
     return out
 
 
-def kinematic_guess(problem: P.Problem):
-    """`(q (T+1, nq), v (T+1, nv), us (T, nu))` of the kinematic gait guess (module docstring).
+def kinematic_guess(problem: P.Problem, place=None):
+    """`(q (T+1, nq), v (T+1, nv), us (T, nu))` of the kinematic gait guess (module docstring;
+    `place` moves the footholds, `foot_targets`).
 
     The first knot is the problem's initial state; `us[t]` is the control for knot t, targeting
     the joint positions of knot t+1 (PD) or holding it (torque)."""
     from dynamics.configuration import difference
 
     model = problem.model
-    base_q, feet, _ = foot_targets(problem)
+    base_q, feet, _ = foot_targets(problem, place)
     q_joint = leg_inverse_kinematics(model, base_q, feet)
     q = np.concatenate([base_q, q_joint], axis=1)
     q[0] = np.asarray(problem.data.x0.q)

@@ -8,6 +8,8 @@ remaining defects.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,3 +75,17 @@ def resimulate_problem(problem, traj):
         control=problem.control,
         kp=float(problem.data.gains[0]),
     )
+
+
+def resimulate_finer(problem, traj, *, step: float = 0.002, contact: ContactModel = "hard",
+                     num_sweeps: int = 50):  # fmt: skip
+    """`resimulate` of the plan's controls at a contact step of about `step` [s] (the knot
+    split into `round(dt_knot / step)` sub-steps), with `contact` and `num_sweeps`: finer than
+    the planner's, so that a plan which holds does not rely on its approximation."""
+    if not (np.isfinite(step) and 0.0 < step <= problem.dt_knot):
+        raise ValueError(f"step must be in (0, dt_knot = {problem.dt_knot}] s, got {step}")
+    substeps = max(int(round(problem.dt_knot / step)), 1)
+    params = dataclasses.replace(problem.data.params, dt=problem.dt_knot / substeps)
+    return resimulate(problem.model, params, traj, substeps=substeps, contact=contact,
+                      num_sweeps=num_sweeps, control=problem.control,
+                      kp=float(problem.data.gains[0]))  # fmt: skip

@@ -24,6 +24,8 @@ velocity in world axes; `log3` is SO(3)'s logarithm.
     contact_force         f_i - f*   (contact frame, tangents then normal)   (3,)
     friction_cone_margin  Bounds below at 0 of mu f_n - |f_t|_eps  (a barrier)   (1,)
 
+    footholds             s_i (p_i,xy - p*_i,xy)  for every foot i      (2 nfeet,)
+
 `knot=k` (frame translation and placement) makes a term act at one knot only (a foot on a
 stone at knot k): `r` is multiplied by `[t == k]`; `knot="terminal"` makes it a terminal term.
 """
@@ -215,6 +217,24 @@ def control(model: Model, target, *, weight=1.0, name="control") -> Term:
     """`u - u*`: the knot's control `(nu,)` (PD targets [rad] or torques [N m])."""
     target = _vector(target, model.nu, name, "target")
     return _term(name, lambda ctx: ctx.u - ctx.target, weight, target)
+
+
+def footholds(model: Model, rows, *, weight=1.0, name="footholds") -> Term:
+    """`s_i (p_i,xy - p*_i,xy)` for every foot i `(2 nfeet,)` [m]: each stance foot's frame at
+    its foothold. `rows (T+1, nfeet, 3)`, one `[x*, y*, s]` per knot and foot (world xy, and
+    `s = 1` where the foot should stand there, 0 where it is free), as
+    `trajopt.footholds.stance_footholds` makes them."""
+    rows = np.asarray(rows, dtype=float)
+    if rows.ndim != 3 or rows.shape[1:] != (model.nfeet, 3):
+        raise ValueError(f"term {name!r}: rows must be (T+1, {model.nfeet}, 3) [x, y, stance] "
+                         f"per knot and foot, got shape {rows.shape}")  # fmt: skip
+    fids = [_frame(model, foot, name) for foot in model.foot_names]
+
+    def residual(ctx: KnotContext):
+        feet = jnp.stack([ctx.frame_placement(f)[1][:2] for f in fids])
+        return (ctx.target[:, 2:3] * (feet - ctx.target[:, :2])).ravel()
+
+    return Term(name, residual, weight=weight, target=rows, per_knot=True)
 
 
 # --------------------------------------------------------------------------- contact
