@@ -23,7 +23,6 @@ velocity in world axes; `log3` is SO(3)'s logarithm.
     control               u - u*                                     (nu,)
     contact_force         f_i - f*   (contact frame, tangents then normal)   (3,)
     friction_cone_margin  Bounds below at 0 of mu f_n - |f_t|_eps  (a barrier)   (1,)
-
     footholds             s_i (p_i,xy - p*_i,xy)  for every foot i      (2 nfeet,)
 
 `knot=k` (frame translation and placement) makes a term act at one knot only (a foot on a
