@@ -20,7 +20,7 @@ import numpy as np
 from contact.terrain import Steps
 
 from . import problem as P
-from .kinematic_guess import _pinocchio, foot_targets, kinematic_guess
+from .kinematic_guess import foot_targets, kinematic_guess, pinocchio_feet
 from .trajectory import Trajectory
 
 
@@ -67,7 +67,7 @@ def foot_positions(model, q: np.ndarray) -> np.ndarray:
     forward kinematics)."""
     import pinocchio as pin
 
-    pin_model, data, foot_ids = _pinocchio(model)
+    pin_model, data, foot_ids = pinocchio_feet(model)
     out = np.zeros((q.shape[0], len(foot_ids), 3))
     for t, qt in enumerate(np.asarray(q, dtype=float)):
         pin.framesForwardKinematics(pin_model, data, qt)

@@ -37,7 +37,7 @@ IK_ITERATIONS = 30
 IK_DAMPING = 1e-6
 
 
-def _pinocchio(model):
+def pinocchio_feet(model):
     """`(pin_model, data, foot_frame_ids)` of the robot's Pinocchio model (C++ kinematics)."""
     from dynamics.robots import load_pinocchio
 
@@ -147,7 +147,7 @@ def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray
     for t in range(n):
         base_q[t, 3:7] = _yaw_quaternion(yaw[t])
 
-    pin_model, data, foot_ids = _pinocchio(model)
+    pin_model, data, foot_ids = pinocchio_feet(model)
     q_stand = np.asarray(model.q_standing, dtype=float).copy()
     q_stand[3:7] = [0.0, 0.0, 0.0, 1.0]
     q_stand[0:2] = 0.0
@@ -193,7 +193,7 @@ def leg_inverse_kinematics(model, base_q: np.ndarray, feet: np.ndarray) -> np.nd
     limits enforced by clipping, warm-started from the previous knot."""
     import pinocchio as pin
 
-    pin_model, data, foot_ids = _pinocchio(model)
+    pin_model, data, foot_ids = pinocchio_feet(model)
     nqb = model.nq - model.nu
     nvb = model.nv - model.nu
     lo = np.asarray(model.lower_position_limit)[nqb:]
@@ -228,7 +228,7 @@ def holding_torques(model, q: np.ndarray, stance: np.ndarray) -> np.ndarray:
     `tau = g_j(q) - sum_i J_i[:, j]^T f_i`. Zero gravity compensation of the legs in flight."""
     import pinocchio as pin
 
-    pin_model, data, foot_ids = _pinocchio(model)
+    pin_model, data, foot_ids = pinocchio_feet(model)
     nvb = model.nv - model.nu
     weight = model.total_mass * 9.81
     out = np.zeros((q.shape[0], model.nu))
