@@ -6,7 +6,7 @@ The algorithms in `kinematics.py`, `newton_euler.py`, `composite_inertia.py`,
 
 - `+`, `-`, `*` by a scalar, `.T`, integer and slice indexing of vectors `x[i]`, `x[a:b]`;
 - the functions of an `Ops` object below (matrix products, stacking, trig, norms, `where`,
-  small solves).
+  elementwise `maximum`/`minimum`/`abs`, small solves).
 
 Two implementations exist: `JaxOps` (jax.numpy arrays, jit/vmap/grad-able) and `CasadiOps`
 (CasADi `SX` symbols, for the IPOPT backend). Vectors are 1-D `(n,)` arrays in JAX and `(n, 1)`
@@ -92,6 +92,9 @@ class JaxOps:
     def atan2(self, y, x):
         return jnp.arctan2(y, x)
 
+    def acos(self, x):
+        return jnp.arccos(x)
+
     def sumsq(self, x):
         """`sum_i x_i^2` of a vector."""
         return jnp.sum(x * x, axis=-1)
@@ -99,6 +102,21 @@ class JaxOps:
     def norm(self, x):
         """The Euclidean norm of a vector."""
         return jnp.linalg.norm(x)
+
+    def maximum(self, a, b):
+        """Elementwise `max(a, b)`."""
+        return jnp.maximum(a, b)
+
+    def minimum(self, a, b):
+        """Elementwise `min(a, b)`."""
+        return jnp.minimum(a, b)
+
+    def abs(self, x):
+        return jnp.abs(x)
+
+    def sum(self, x):
+        """`sum_i x_i` of a vector."""
+        return jnp.sum(x)
 
     def where(self, condition, a, b):
         """`a` where `condition` holds, else `b` (elementwise, both evaluated)."""
@@ -176,11 +194,26 @@ class CasadiOps:
     def atan2(self, y, x):
         return ca.atan2(y, x)
 
+    def acos(self, x):
+        return ca.acos(x)
+
     def sumsq(self, x):
         return ca.sumsqr(x)
 
     def norm(self, x):
         return ca.norm_2(x)
+
+    def maximum(self, a, b):
+        return ca.fmax(a, b)
+
+    def minimum(self, a, b):
+        return ca.fmin(a, b)
+
+    def abs(self, x):
+        return ca.fabs(x)
+
+    def sum(self, x):
+        return ca.sum1(x)
 
     def where(self, condition, a, b):
         return ca.if_else(condition, a, b)

@@ -25,16 +25,19 @@ from . import problem as P
 from .casadi_model import (
     OPS,
     activation,
-    base_terms,
     difference,
     foot_contacts,
     integrate,
     joint_torque,
     moreau_step_parts,
     project_disk_cone,
+    row_size,
     running_residuals,
     safe_norm,
+    term_split,
+    terminal_residuals,
     unpack_reference,
+    unpack_targets,
 )
 
 
@@ -195,8 +198,16 @@ def knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Func
 
 
 def running_terms(problem: P.Problem) -> list:
-    """The weighted running terms, in `trajopt.problem.weighted`'s order (sorted names)."""
-    return [n for n in sorted(problem.data.weights) if n in P.RUNNING_TERMS]
+    """The weighted running terms of the generated code, sorted by name: the built-in ones and
+    the own running terms that CasADi evaluates (`casadi_model.term_split`)."""
+    own = {t.name for t in term_split(problem)[0] if not t.terminal}
+    return [n for n in sorted(problem.data.weights) if n in P.RUNNING_TERMS or n in own]
+
+
+def terminal_terms(problem: P.Problem) -> list:
+    """The weighted terminal terms of the generated code, sorted by name (as `running_terms`)."""
+    own = {t.name for t in term_split(problem)[0] if t.terminal}
+    return [n for n in sorted(problem.data.weights) if n in P.TERMINAL_TERMS or n in own]
 
 
 def costs_function(problem: P.Problem, m, plane) -> ca.Function:
@@ -205,12 +216,13 @@ def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
 
     inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
-    `trajopt.reference_rows`), `sqrt_w` (one per running term); outputs `r, r_q, r_v,
-    r_up, r_u, r_f, r_tau`."""
+    `casadi_model.knot_rows`: the reference, then the own terms' targets), `sqrt_w` (one per
+    running term); outputs `r, r_q, r_v, r_up, r_u, r_f, r_tau`."""
     nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
     x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
     forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
-    ref = ca.SX.sym("ref", 4 + 2 * k + nu)
+    own = term_split(problem)[0]
+    ref = ca.SX.sym("ref", row_size(problem, own))
     terms = running_terms(problem)
     sqrt_w = ca.SX.sym("sqrt_w", len(terms))
     sizes = {"q": nv, "v": nv, "up": nu, "u": nu, "f": 3 * k, "tau": nu}
@@ -220,7 +232,7 @@ def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     )
     res = running_residuals(
         problem, m, plane, moved, u + e["u"], ca.reshape(forces + e["f"], 3, k).T,
-        taus + e["tau"], unpack_reference(problem, ref),
+        taus + e["tau"], unpack_reference(problem, ref), unpack_targets(problem, own, ref), own,
     )  # fmt: skip
     r = ca.vertcat(*[sqrt_w[i] * res[name] for i, name in enumerate(terms)])
     zero = {name: ca.DM.zeros(sym.shape) for name, sym in e.items()}
@@ -235,15 +247,20 @@ def costs_function(problem: P.Problem, m, plane) -> ca.Function:
 
 
 def terminal_function(problem: P.Problem, m, plane) -> ca.Function:
-    """The weighted terminal residual `sqrt(w) r_T` (`trajopt.problem.terminal_residuals`) and
-    its Jacobian over the knot's tangent `dx (nx,)`: inputs `x` (flat), `ref`, `sqrt_w` (1,)."""
-    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
-    x, ref, sqrt_w = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", 4 + 2 * k + nu), ca.SX.sym("w")
+    """The weighted terminal residuals `[sqrt(w_i) r_i]` (`terminal_terms` order;
+    `trajopt.problem.terminal_residuals`) and their Jacobian over the knot's tangent
+    `dx (nx,)`: inputs `x` (flat), `ref` (a `knot_rows` row), `sqrt_w` (one per term)."""
+    nq, nv, nu = m.nq, m.nv, m.nu
+    own = term_split(problem)[0]
+    terms = terminal_terms(problem)
+    x, ref = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", row_size(problem, own))
+    sqrt_w = ca.SX.sym("sqrt_w", len(terms))
     dx = ca.SX.sym("dx", 2 * nv + nu)
-    q = integrate(m, x[:nq], dx[:nv])
-    v = x[nq : nq + nv] + dx[nv : 2 * nv]
-    base = base_terms(problem, plane, q, v, unpack_reference(problem, ref))
-    r = sqrt_w * ca.vertcat(*[base[name] for name in sorted(base)])
+    moved = ca.vertcat(integrate(m, x[:nq], dx[:nv]), x[nq : nq + nv] + dx[nv : 2 * nv],
+                       x[nq + nv :] + dx[2 * nv :])  # fmt: skip
+    res = terminal_residuals(problem, m, plane, moved, unpack_reference(problem, ref),
+                             unpack_targets(problem, own, ref), own)  # fmt: skip
+    r = ca.vertcat(*[sqrt_w[i] * res[name] for i, name in enumerate(terms)])
     outputs = [ca.substitute(ca.densify(o), dx, ca.DM.zeros(dx.shape))
                for o in (r, ca.jacobian(r, dx))]  # fmt: skip
     return ca.Function("terminal_costs", [x, ref, sqrt_w], outputs, ["x", "ref", "sqrt_w"],

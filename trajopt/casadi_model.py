@@ -20,18 +20,21 @@ Jacobi sweeps (problems always use Gauss-Seidel).
 from __future__ import annotations
 
 import casadi as ca
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from contact import ContactModel
 from contact import terrain as _terrain
-from dynamics import composite_inertia, configuration, newton_euler, spatial
+from dynamics import composite_inertia, configuration, newton_euler
 from dynamics import kinematics as _kin
 from dynamics.backend import CasadiOps
 from dynamics.casadi_functions import numpy_model
 from dynamics.model import Model
 
+from . import built_in_terms
 from . import problem as P
+from .terms import KnotContext
 
 OPS = CasadiOps()
 
@@ -243,10 +246,13 @@ def moreau_step(
 
 # ----------------------------------------------------------------------------- problem pieces
 def check_supported(problem: P.Problem):
-    if problem.terms:
+    """IPOPT's knots are all CasADi: every own term must evaluate there (`term_split`)."""
+    _, in_jax = term_split(problem)
+    if in_jax:
         raise NotImplementedError(
-            f"the IPOPT backend evaluates the knots in CasADi, which does not run the problem's "
-            f"own terms {[t.name for t in problem.terms]}: solve it with FDDP or L-BFGS"
+            "the IPOPT backend evaluates the knots in CasADi, which cannot evaluate the "
+            "problem's own terms " + "; ".join(f"{name!r} ({why})" for name, why in in_jax.items())
+            + ": write them with ctx.ops (dynamics.backend), or solve with FDDP or L-BFGS"
         )
     if problem.contact not in P.CASADI_CONTACTS:
         raise NotImplementedError(
@@ -307,52 +313,179 @@ def joint_torque(problem: P.Problem, m: Model, q, v, u):
     return limit * ca.tanh(u / limit)
 
 
-def base_terms(problem: P.Problem, plane: dict, q, v, ref) -> dict:
-    n = plane["normal"]
-    ground = n[0] * q[0] + n[1] * q[1] - n[2] * plane["height"]  # signed_distance at z = 0
-    rot = spatial.quat_to_rotation(OPS, q[3:7])
-    up_in_base = rot.T @ ca.DM([0.0, 0.0, 1.0])
-    bv = ref["base_velocity"]
-    return {
-        "base_linear_velocity": v[0:2] - bv[0:2],
-        "base_angular_velocity": v[3:6] - ca.DM([0.0, 0.0, 1.0]) * bv[2],
-        "base_height": q[2] + ground - ref["base_height"],
-        "base_orientation": up_in_base[0:2],
-    }
+class PlaneSurface:
+    """The ground of a CasADi knot (`trajopt.terms.KnotContext.surface`): a plane (`plane_of`)."""
+
+    def __init__(self, plane: dict):
+        self.plane = plane
+
+    def ground_distance(self, ctx: KnotContext, xy):
+        """Signed distance [m] of the point `(x, y, 0)` above the plane (`contact.terrain`)."""
+        n = self.plane["normal"]
+        return n[0] * xy[0] + n[1] * xy[1] - n[2] * self.plane["height"]
+
+    def foot_contacts(self, ctx: KnotContext) -> tuple:
+        """`(gaps (k,), [velocity (3,) per foot])` in the contact frames, as `foot_contacts`."""
+        gaps, jac = foot_contacts(ctx.model, self.plane, ctx.kinematics)
+        velocity = jac @ ctx.v
+        return ca.vertcat(*gaps), [velocity[3 * i : 3 * i + 3] for i in range(len(gaps))]
 
 
-def running_residuals(problem, m, plane, x, u, forces, taus, ref) -> dict:
-    """`trajopt.problem.running_residuals` in CasADi; `forces (k, 3)`."""
+def knot_context(problem: P.Problem, m, plane: dict, x, u, forces, taus, ref,
+                 terminal: bool) -> KnotContext:  # fmt: skip
+    """The CasADi `KnotContext` of a knot: `x` flat `[q, v, u_prev]`, `forces (k, 3)` world,
+    `ref` a dict of `unpack_reference`."""
     q, v, u_prev = split_knot(problem, x)
-    nqb, nvb = m.nq - m.nu, m.nv - m.nu
-    q_j = q[nqb:]
-    kin = _kin.forward_kinematics(OPS, m, q)
-    gaps, jac = foot_contacts(m, plane, kin)
-    gap = ca.vertcat(*gaps)
-    foot_vel = jac @ v  # (3k,), contact frames [t1, t2, n]
+    return KnotContext(m, q, v, u, u_prev, forces, taus, None, None, None, terminal,
+                       problem.dt_knot, P.Reference(**ref), PlaneSurface(plane), OPS)  # fmt: skip
+
+
+def evaluate_terms(terms, ctx: KnotContext, targets: dict) -> dict:
+    """`{name: activated residual}` of `terms` at `ctx`, each reading its target row from
+    `targets` (`{name: SX}`, shaped by `target_symbol`)."""
+    return {term.name: term.evaluate(ctx.with_target(targets.get(term.name))) for term in terms}
+
+
+def target_shape(problem: P.Problem, term) -> tuple | None:
+    """The shape of one knot's row of `term`'s target, or None without a target."""
+    rows = problem.data.targets.get(term.name)
+    return None if rows is None else tuple(np.shape(rows)[1:])
+
+
+def target_symbol(flat, shape: tuple):
+    """A target row as the function reads it, from its flat `SX (n,)` (NumPy's row-major
+    order): a scalar, a vector `(n,)` or a matrix `(a, b)`."""
+    if len(shape) == 0:
+        return flat[0]
+    if len(shape) == 1:
+        return flat
+    return ca.reshape(flat, shape[1], shape[0]).T
+
+
+def _symbolic_residual(problem: P.Problem, m, plane: dict, term):
+    """`(f, size)`: `term` as a CasADi function of `(x, u, forces (3k,), taus, ref, target)`,
+    or raises what its function raised."""
     k = m.nfeet
-    stance = ref["stance"]
-    weight = m.total_mass * 9.81
-    n_stance = ca.fmax(ca.sum1(stance), 1.0)
-    nominal = ca.horzcat(ca.SX.zeros(k, 2), stance * (weight / n_stance))  # (k, 3)
-    tau_max = np.asarray(m.effort_limit, dtype=float)[nvb:]
-    lo = np.asarray(m.lower_position_limit, dtype=float)[nqb:]
-    hi = np.asarray(m.upper_position_limit, dtype=float)[nqb:]
-    res = base_terms(problem, plane, q, v, ref)
-    res.update(
-        {
-            "foot_clearance": (1.0 - stance) * (gap - ref["swing_height"]),
-            "foot_slip": ca.vertcat(*[stance[i] * foot_vel[3 * i : 3 * i + 2] for i in range(k)]),
-            "gait_contact": stance * gap,
-            "torque": taus / tau_max,
-            "torque_limits": ca.fmax(ca.fabs(taus) / tau_max - 0.95, 0.0),
-            "control_rate": (u - u_prev) / problem.dt_knot,
-            "joint_posture": q_j - ref["joint_posture"],
-            "joint_limits": ca.fmax(q_j - hi, 0.0) + ca.fmax(lo - q_j, 0.0),
-            "contact_force": ca.vec(((forces - nominal) / weight).T),
-        }
-    )
-    return res
+    x, u = ca.SX.sym("x", m.nq + m.nv + m.nu), ca.SX.sym("u", m.nu)
+    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", m.nu)
+    ref = ca.SX.sym("ref", 4 + 2 * k + m.nu)
+    shape = target_shape(problem, term) or ()
+    flat = ca.SX.sym("target", int(np.prod(shape)))
+    ctx = knot_context(problem, m, plane, x, u, ca.reshape(forces, 3, k).T, taus,
+                       unpack_reference(problem, ref), term.terminal)  # fmt: skip
+    targets = {term.name: target_symbol(flat, shape)} if term.name in problem.data.targets else {}
+    r = evaluate_terms((term,), ctx, targets)[term.name]
+    if not isinstance(r, ca.SX | ca.DM) or r.shape[1] != 1:
+        raise TypeError(f"it returned {type(r).__name__} {getattr(r, 'shape', '')}, not an SX "
+                        f"column")  # fmt: skip
+    f = ca.Function("term", [x, u, forces, taus, ref, flat], [ca.densify(ca.SX(r))])
+    return f, r.shape[0]
+
+
+_SPLITS: dict = {}  # (term, model, horizon, plane) -> None (in CasADi) or why not
+
+
+def _casadi_reason(problem: P.Problem, term) -> str | None:
+    """None where `term` evaluates in CasADi and equals its JAX value at the problem's initial
+    state (at zero forces and torques, its first or terminal knot), else why not."""
+    plane = plane_of(problem.data.params.terrain)
+    key = (term, model_key(problem.model), problem.horizon,
+           tuple(plane["normal"].tolist()) + (plane["height"],))  # fmt: skip
+    if key in _SPLITS:
+        return _SPLITS[key]
+    m = numpy_model(problem.model)
+    data = problem.data
+    try:
+        f, size = _symbolic_residual(problem, m, plane, term)
+    except Exception as exc:  # what a JAX-only function does with CasADi symbols
+        _SPLITS[key] = reason = f"its function raised {type(exc).__name__} on CasADi symbols"
+        return reason
+    t = problem.horizon if term.terminal else 0
+    x0 = data.x0
+    k, nu = problem.model.nfeet, problem.model.nu
+    forces, taus = jnp.zeros((k, 3), dtype=x0.v.dtype), jnp.zeros(nu, dtype=x0.v.dtype)
+    ctx = P.knot_context(problem, data, x0, x0.u_prev, forces, taus, t, term.terminal)
+    expected = np.asarray(P.evaluate_terms((term,), ctx, data.targets)[term.name])
+    rows = data.targets.get(term.name)
+    target = np.zeros(0) if rows is None else np.asarray(rows[t], dtype=float).reshape(-1)
+    got = np.asarray(f(flatten(jax.tree_util.tree_map(lambda a: a[None], x0))[0],
+                       np.asarray(x0.u_prev), np.zeros(3 * k), np.zeros(nu),
+                       reference_rows(data.reference)[t], target)).reshape(-1)  # fmt: skip
+    reason = None
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-9, atol=1e-9):
+        reason = (f"its CasADi value differs from its JAX value at the initial state "
+                  f"({got[:4]} against {expected[:4]})")  # fmt: skip
+    _SPLITS[key] = reason
+    return reason
+
+
+def term_split(problem: P.Problem) -> tuple:
+    """`(in_casadi, in_jax)`: the problem's own terms that the CasADi model evaluates (a tuple,
+    in the problem's order) and `{name: why not}` of the others (JAX only)."""
+    in_casadi, in_jax = [], {}
+    for term in problem.terms:
+        reason = _casadi_reason(problem, term)
+        if reason is None:
+            in_casadi.append(term)
+        else:
+            in_jax[term.name] = reason
+    return tuple(in_casadi), in_jax
+
+
+def model_key(model: Model):
+    return (model.name, model.nq, model.nv, model.nfeet)
+
+
+def target_sizes(problem: P.Problem, terms) -> list:
+    """The flat size of each of `terms`' target rows (0 without a target)."""
+    return [int(np.prod(target_shape(problem, t))) if t.name in problem.data.targets else 0
+            for t in terms]  # fmt: skip
+
+
+def knot_rows(problem: P.Problem, data: P.ProblemData, terms) -> np.ndarray:
+    """`(T + 1, n)`: every knot's reference row (`reference_rows`) followed by the flat target
+    rows of `terms` (those with a target, in order)."""
+    parts = [reference_rows(data.reference)]
+    for term in terms:
+        if term.name in data.targets:
+            rows = np.asarray(data.targets[term.name], dtype=float)
+            parts.append(rows.reshape(rows.shape[0], -1))
+    return np.concatenate(parts, axis=1)
+
+
+def row_size(problem: P.Problem, terms) -> int:
+    """The length of a `knot_rows` row with `terms`' targets."""
+    return 4 + 2 * problem.model.nfeet + problem.model.nu + sum(target_sizes(problem, terms))
+
+
+def unpack_targets(problem: P.Problem, terms, row) -> dict:
+    """`{name: target}` of `terms` from the tail of a `knot_rows` row."""
+    offset = 4 + 2 * problem.model.nfeet + problem.model.nu
+    out = {}
+    for term, size in zip(terms, target_sizes(problem, terms), strict=True):
+        if term.name in problem.data.targets:
+            out[term.name] = target_symbol(row[offset : offset + size], target_shape(problem, term))
+            offset += size
+    return out
+
+
+def running_residuals(problem, m, plane, x, u, forces, taus, ref, targets=None,
+                      own=()) -> dict:  # fmt: skip
+    """`trajopt.problem.running_residuals` in CasADi: the built-in running terms
+    (`trajopt.built_in_terms`) and the own running terms `own` (of `term_split`'s CasADi
+    ones) on the CasADi context; `forces (k, 3)`, `targets` `{name: SX}`."""
+    ctx = knot_context(problem, m, plane, x, u, forces, taus, ref, False)
+    terms = built_in_terms.RUNNING + tuple(t for t in own if not t.terminal)
+    return evaluate_terms(terms, ctx, targets or {})
+
+
+def terminal_residuals(problem, m, plane, x, ref, targets=None, own=()) -> dict:
+    """`trajopt.problem.terminal_residuals` in CasADi (control `u_prev`, no forces or
+    torques), with the own terminal terms of `own`."""
+    ctx = knot_context(problem, m, plane, x, x[m.nq + m.nv :], ca.SX.zeros(m.nfeet, 3),
+                       ca.SX.zeros(m.nu), ref, True)  # fmt: skip
+    terms = built_in_terms.TERMINAL + tuple(t for t in own if t.terminal)
+    return evaluate_terms(terms, ctx, targets or {})
 
 
 def weighted_cost(problem: P.Problem, residuals: dict):
@@ -367,8 +500,9 @@ def weighted_cost(problem: P.Problem, residuals: dict):
 def knot_function(problem: P.Problem) -> ca.Function:
     """`(x_next, cost, forces (k, 3), taus (nu,)) = f(x (nx_q,), u (nu,), ref)`: one knot.
 
-    `x = [q, v, u_prev]` (nq + nv + nu); `ref` from `reference_vector`; `cost` is the knot's
-    running cost `sum 0.5 w |r|^2`; as `trajopt.problem.transition`, forces are averaged over
+    `x = [q, v, u_prev]` (nq + nv + nu); `ref` a row of `knot_rows` (the reference, then the own
+    terms' targets); `cost` is the knot's running cost `sum 0.5 w |r|^2` (built-in and own
+    terms); as `trajopt.problem.transition`, forces are averaged over
     the substeps and torques are the per-joint peak of the motor torque (actuator torque plus
     the implicit joint damping `-d qd+`).
     """
@@ -379,7 +513,8 @@ def knot_function(problem: P.Problem) -> ca.Function:
     nxq = m.nq + m.nv + m.nu
     x = ca.SX.sym("x", nxq)
     u = ca.SX.sym("u", m.nu)
-    r = ca.SX.sym("ref", 4 + 2 * m.nfeet + m.nu)
+    own, _ = term_split(problem)
+    r = ca.SX.sym("ref", row_size(problem, own))
     q, v, _ = split_knot(problem, x)
     forces, taus = 0, None
     for _ in range(problem.substeps):
@@ -390,7 +525,8 @@ def knot_function(problem: P.Problem) -> ca.Function:
         taus = total if taus is None else ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)
         forces = forces + f
     forces = forces / problem.substeps
-    res = running_residuals(problem, m, plane, x, u, forces, taus, unpack_reference(problem, r))
+    res = running_residuals(problem, m, plane, x, u, forces, taus, unpack_reference(problem, r),
+                            unpack_targets(problem, own, r), own)  # fmt: skip
     return ca.Function(
         "knot",
         [x, u, r],
@@ -406,10 +542,10 @@ def terminal_function(problem: P.Problem) -> ca.Function:
     m = numpy_model(problem.model)
     plane = plane_of(problem.data.params.terrain)
     x = ca.SX.sym("x", m.nq + m.nv + m.nu)
-    r = ca.SX.sym("ref", 4 + 2 * m.nfeet + m.nu)
-    q, v, _ = split_knot(problem, x)
-    base = base_terms(problem, plane, q, v, unpack_reference(problem, r))
-    res = {"terminal_state": ca.vertcat(*[base[k] for k in sorted(base)])}
+    own, _ = term_split(problem)
+    r = ca.SX.sym("ref", row_size(problem, own))
+    res = terminal_residuals(problem, m, plane, x, unpack_reference(problem, r),
+                             unpack_targets(problem, own, r), own)  # fmt: skip
     return ca.Function("terminal", [x, r], [weighted_cost(problem, res)], ["x", "ref"], ["cost"])
 
 
@@ -453,6 +589,6 @@ def total_cost(problem: P.Problem, xs, us) -> float:
     knot, terminal = knot_function(problem), terminal_function(problem)
     T = problem.horizon
     x = flatten(xs)
-    refs = reference_rows(problem.data.reference).T
+    refs = knot_rows(problem, problem.data, term_split(problem)[0]).T
     _, costs, _, _ = knot.map(T)(x[:T].T, np.asarray(us).T, refs[:, :T])
     return float(np.sum(np.asarray(costs))) + float(terminal(x[T], refs[:, T]))

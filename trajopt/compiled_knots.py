@@ -38,12 +38,16 @@ control).
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
-from . import casadi_knots, casadi_model, generated_code
+from . import casadi_knots, casadi_model, generated_code, shooting
 from . import problem as P
 from .jax_knots import JaxKnots
 from .shooting import ALPHAS, KnotDynamics, Linearization, index_knots, merit
@@ -182,6 +186,10 @@ class CompiledKnots:
         self.linearize_terminal = self.jax.linearize_terminal
         self.forward = self.jax.forward
         self._recent = None  # (params, gains, generated_code.SubstepFunctions)
+        # the own terms: generated into the C library, or evaluated in JAX (`{name: why}`)
+        self.generated_terms, self.terms_in_jax = casadi_model.term_split(problem)
+        self._jax_costs = None
+        self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
 
     def functions(self, data) -> generated_code.SubstepFunctions:
         """The compiled functions at `data`'s step parameters and PD gains, looked up again
@@ -221,7 +229,7 @@ class CompiledKnots:
         functions = self.functions(data)
         T, nx = problem.horizon, problem.nx
         flat = flat_states(xs)
-        refs = casadi_model.reference_rows(data.reference)
+        refs = casadi_model.knot_rows(problem, data, self.generated_terms)
         terms = casadi_knots.running_terms(problem)
         sqrt_w = np.sqrt(np.array([float(data.weights[name]) for name in terms]))
         out = functions.costs_mapped(T)(
@@ -235,13 +243,43 @@ class CompiledKnots:
             axis=2,
         )  # fmt: skip
         R_u = out["r_u"] + r_f @ dyn.forces_u + r_tau @ dyn.taus_u
-        if "terminal_state" in data.weights:
-            w_T = np.sqrt(float(data.weights["terminal_state"]))
-            terminal = functions.terminal_call()(flat[T:], refs[T:], np.array([[w_T]]))
+        r = out["r"][..., 0]
+        terminal_terms = casadi_knots.terminal_terms(problem)
+        if terminal_terms:
+            w_T = np.sqrt(np.array([[float(data.weights[name]) for name in terminal_terms]]))
+            terminal = functions.terminal_call()(flat[T:], refs[T:], w_T)
             r_T, R_T = terminal["r"][0, :, 0], terminal["r_x"][0]
         else:
             r_T, R_T = np.zeros(0), np.zeros((0, nx))
-        return out["r"][..., 0], R_x, R_u, r_T, R_T
+        if self.terms_in_jax:  # their rows after the generated ones (R^T r and R^T R alike)
+            tic = time.perf_counter()
+            jr, jR_x, jR_u, jr_T, jR_T = jax.device_get(self._jax_term_costs(data, xs, us, dyn))
+            self.jax_terms_seconds += time.perf_counter() - tic
+            r = np.concatenate([r, np.asarray(jr)], axis=1)
+            R_x = np.concatenate([R_x, np.asarray(jR_x)], axis=1)
+            R_u = np.concatenate([R_u, np.asarray(jR_u)], axis=1)
+            r_T = np.concatenate([r_T, np.asarray(jr_T)])
+            R_T = np.concatenate([R_T, np.asarray(jR_T)], axis=0)
+        return r, R_x, R_u, r_T, R_T
+
+    def _jax_term_costs(self, data, xs, us, dyn: KnotDynamics):
+        """The weighted residuals and Jacobians of the own terms that run in JAX
+        (`terms_in_jax`), every knot's by `shooting.knot_costs` with the generated dynamics'
+        force and torque Jacobians, and the terminal knot's."""
+        weights = {name: data.weights[name] for name in self.terms_in_jax}
+        if self._jax_costs is None:
+            problem = self.problem
+
+            def costs(data, xs, us, dyn):
+                T = problem.horizon
+                running = jax.vmap(lambda t, d: shooting.knot_costs(
+                    problem, data, index_knots(xs, t), us[t], t, d))(jnp.arange(T), dyn)
+                r_T, R_T = shooting.linearize_terminal(problem, data, index_knots(xs, T))
+                return running + (r_T, R_T)
+
+            self._jax_costs = jax.jit(costs)
+        dyn = dyn._replace(A=None, B=None, contact_residual=None)
+        return self._jax_costs(dataclasses.replace(data, weights=weights), xs, us, dyn)
 
     def linearize_all(self, data, xs, us) -> Linearization:
         """Every knot's linearisation, all in the generated code and NumPy: the knots'

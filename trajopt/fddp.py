@@ -228,6 +228,11 @@ def solve_fddp(
     data = problem.data
     start = time.perf_counter()
     timing = dict.fromkeys(TIMING_PARTS, 0.0)
+    in_jax = dict(getattr(fn, "terms_in_jax", {}))  # own terms beside the generated C
+    jax_terms_start = getattr(fn, "jax_terms_seconds", 0.0)
+    if in_jax and verbose:
+        print("own terms linearised in JAX beside the generated C: "
+              + "; ".join(f"{name} ({why})" for name, why in in_jax.items()))  # fmt: skip
     if xs is None:  # single shooting: the rollout's own transitions give the costs
         xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
     else:
@@ -373,6 +378,9 @@ def solve_fddp(
         "defects": gaps,
         "wall_time": wall_time,
         "timing": timing,
+        # {name: why} of the own terms linearised in JAX, and their seconds (within "linearize")
+        "terms_in_jax": in_jax,
+        "terms_in_jax_seconds": getattr(fn, "jax_terms_seconds", 0.0) - jax_terms_start,
         "feedback": None if feedback is None else np.asarray(feedback),
         **contact_report(contact_residuals, problem.num_sweeps, verbose),
     }

@@ -188,6 +188,7 @@ def library_key(problem: P.Problem) -> tuple:
     return (
         model_fingerprint(problem.model), problem.contact, problem.num_sweeps, problem.control,
         problem.substeps, plane, numbers, gains, tuple(sorted(problem.data.weights)),
+        problem.terms,
     )  # fmt: skip
 
 

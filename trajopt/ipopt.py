@@ -92,7 +92,7 @@ def solve_ipopt(
     guess = casadi_model.flatten(xs).copy()
     guess[0] = casadi_model.flatten(jax.tree_util.tree_map(lambda a: a[None], data.x0))[0]
     us0 = np.asarray(us, dtype=float)
-    refs = casadi_model.reference_rows(problem.data.reference).T
+    refs = casadi_model.knot_rows(problem, data, casadi_model.term_split(problem)[0]).T
 
     knot = casadi_model.knot_function(problem)
     terminal = casadi_model.terminal_function(problem)

@@ -41,14 +41,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from contact import ContactModel, StepParams, signed_distance
-from contact.foot_contacts import compute_foot_contacts
+from contact import ContactModel, StepParams
 from contact.plant import JointPD, delivered_torque, peak_torque, simulate_pd
 from dynamics.actuator import pd_torque
 from dynamics.configuration import State, difference, integrate
 from dynamics.model import Model
 
+from . import built_in_terms
 from .terms import (
+    KnotContext,
     Term,
     check_names,
     check_output,
@@ -57,22 +58,8 @@ from .terms import (
     target_rows,
 )
 
-RUNNING_TERMS = (
-    "base_linear_velocity",
-    "base_angular_velocity",
-    "base_height",
-    "base_orientation",
-    "foot_clearance",
-    "foot_slip",
-    "gait_contact",
-    "torque",
-    "torque_limits",
-    "control_rate",
-    "joint_posture",
-    "joint_limits",
-    "contact_force",
-)
-TERMINAL_TERMS = ("terminal_state",)
+RUNNING_TERMS = tuple(term.name for term in built_in_terms.RUNNING)
+TERMINAL_TERMS = tuple(term.name for term in built_in_terms.TERMINAL)
 COST_TERMS = RUNNING_TERMS + TERMINAL_TERMS
 ControlKind = Literal["pd", "torque"]
 CONTROL_KINDS: tuple[ControlKind, ...] = ("pd", "torque")
@@ -305,46 +292,46 @@ def validate_terms(problem: Problem) -> None:
                              f"{np.shape(targets[term.name])}")  # fmt: skip
         if term.name not in problem.data.weights:
             raise ValueError(f"term {term.name!r} has no weight in data.weights")
-    if problem.derivatives == "compiled":
-        raise ValueError(
-            f"derivatives='compiled' evaluates the knots in generated C, which does not run the "
-            f"problem's own terms {sorted(names)}: use derivatives='implicit' (the same "
-            f"derivatives, in JAX) or 'unrolled'"
-        )
     for term in terms:
-        _check_term_output(term, problem.model, problem.horizon, problem.dt_knot,
-                           problem.data.x0, targets.get(term.name))  # fmt: skip
+        _check_term_output(term, problem)
 
 
 _CHECKED_TERMS: dict = {}  # (term, model name, horizon) -> residual size
 
 
-def _check_term_output(term: Term, model: Model, horizon: int, dt_knot: float, x0, rows):
-    key = (term, model.name, horizon)
+def _check_term_output(term: Term, problem: Problem):
+    key = (term, problem.model.name, problem.horizon)
     if key in _CHECKED_TERMS:
         return _CHECKED_TERMS[key]
-    t = horizon if term.terminal else 0
+    model, data = problem.model, problem.data
+    x0 = data.x0
+    t = problem.horizon if term.terminal else 0
     zero_forces = jnp.zeros((model.nfeet, 3), dtype=x0.v.dtype)
     zero_torques = jnp.zeros(model.nu, dtype=x0.v.dtype)
-    row = None if rows is None else jnp.asarray(rows)[t]
-    ctx = context(model, x0, x0.u_prev, zero_forces, zero_torques, t, dt_knot, row,
-                  term.terminal)  # fmt: skip
+    rows = data.targets.get(term.name)
+    ctx = knot_context(problem, data, x0, x0.u_prev, zero_forces, zero_torques, t, term.terminal)
+    ctx = ctx.with_target(None if rows is None else jnp.asarray(rows)[t])
     _CHECKED_TERMS[key] = size = check_output(term, ctx)
     return size
 
 
-def own_term_residuals(problem: Problem, data: ProblemData, x: KnotState, u, forces, torques,
-                       t, terminal: bool) -> dict:  # fmt: skip
-    """`{name: activated residual}` of the problem's own running (or `terminal`) terms at knot
-    `t` (`trajopt.terms`)."""
+def knot_context(problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, t,
+                 terminal: bool, ref_t=None) -> KnotContext:  # fmt: skip
+    """The JAX `KnotContext` of knot `t`: its state, control, transition forces and torques, gait
+    reference row `ref_t` (default knot t's) and terrain (targets are set per term by
+    `evaluate_terms`)."""
+    ref_t = reference_at(data.reference, t) if ref_t is None else ref_t
+    return context(problem.model, x, u, forces, torques, t, problem.dt_knot, None, terminal,
+                   ref_t, data.params.terrain)  # fmt: skip
+
+
+def evaluate_terms(terms, ctx: KnotContext, targets: dict) -> dict:
+    """`{name: activated residual}` of `terms` at the knot of `ctx`, each reading its own row of
+    `targets` (`{name: (T + 1, ...) rows}`, indexed at `ctx.t`)."""
     out = {}
-    for term in problem.terms:
-        if term.terminal != terminal:
-            continue
-        rows = data.targets.get(term.name)
-        row = None if rows is None else rows[t]
-        ctx = context(problem.model, x, u, forces, torques, t, problem.dt_knot, row, terminal)
-        out[term.name] = term.evaluate(ctx)
+    for term in terms:
+        rows = targets.get(term.name)
+        out[term.name] = term.evaluate(ctx.with_target(None if rows is None else rows[ctx.t]))
     return out
 
 
@@ -428,79 +415,27 @@ def local(problem: Problem, x: KnotState, y: KnotState):
 
 
 # ------------------------------------------------------------------------------ residuals
-def _rotation(q):
-    x, y, z, w = q[3], q[4], q[5], q[6]
-    return jnp.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def _base_terms(problem: Problem, data: ProblemData, x: KnotState, ref_t):
-    """Residuals shared by running and terminal costs (base velocity, height, orientation)."""
-    terrain = data.params.terrain
-    ground, _ = signed_distance(terrain, jnp.array([x.q[0], x.q[1], 0.0]))
-    ground_height = -ground  # distance of the origin-height point below the surface
-    rot = _rotation(x.q)
-    up_in_base = rot.T @ jnp.array([0.0, 0.0, 1.0])
-    return {
-        "base_linear_velocity": x.v[0:2] - ref_t.base_velocity[0:2],
-        "base_angular_velocity": x.v[3:6] - jnp.array([0.0, 0.0, 1.0]) * ref_t.base_velocity[2],
-        "base_height": jnp.atleast_1d(x.q[2] - ground_height - ref_t.base_height),
-        "base_orientation": up_in_base[0:2],
-    }
-
-
 def running_residuals(
-    problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, ref_t, t=0
+    problem: Problem, data: ProblemData, x: KnotState, u, forces, torques, ref_t=None, t=0
 ) -> dict:
-    """`{term: residual vector}` at knot `t` (unweighted): the fixed terms and the problem's own
-    running terms (`own_term_residuals`, which read `t` for their targets)."""
+    """`{term: residual vector}` at knot `t` (unweighted, activated): the built-in running terms
+    (`trajopt.built_in_terms`) and the problem's own (`problem.terms`), all through
+    `evaluate_terms`; `ref_t` is the knot's reference row (default knot t's)."""
+    ctx = knot_context(problem, data, x, u, forces, torques, t, False, ref_t)
+    own = tuple(term for term in problem.terms if not term.terminal)
+    return evaluate_terms(built_in_terms.RUNNING + own, ctx, data.targets)
+
+
+def terminal_residuals(problem: Problem, data: ProblemData, x: KnotState, ref_t=None) -> dict:
+    """`{term: residual vector}` at the terminal knot T: the built-in `terminal_state` and the
+    problem's own terminal terms (control `u_prev`, no forces or torques); `ref_t` is the
+    reference row (default knot T's)."""
     model = problem.model
-    nqb, nvb = model.nq - model.nu, model.nv - model.nu
-    q_j = x.q[nqb:]
-    feet = compute_foot_contacts(model, data.params.terrain, x.q)
-    foot_vel = jnp.einsum("kab,b->ka", feet.jacobian, x.v)  # contact frame [t1, t2, n]
-    stance = ref_t.stance
-    weight = model.total_mass * 9.81
-    n_stance = jnp.maximum(jnp.sum(stance), 1.0)
-    nominal = stance[:, None] * jnp.array([[0.0, 0.0, 1.0]]) * (weight / n_stance)
-    tau_max = jnp.asarray(model.effort_limit)[nvb:]
-    lo = jnp.asarray(model.lower_position_limit)[nqb:]
-    hi = jnp.asarray(model.upper_position_limit)[nqb:]
-    res = _base_terms(problem, data, x, ref_t)
-    res.update(
-        {
-            "foot_clearance": (1.0 - stance) * (feet.gap - ref_t.swing_height),
-            "foot_slip": (stance[:, None] * foot_vel[:, 0:2]).reshape(-1),
-            "gait_contact": stance * feet.gap,
-            "torque": torques / tau_max,
-            "torque_limits": jnp.maximum(jnp.abs(torques) / tau_max - 0.95, 0.0),
-            "control_rate": (u - x.u_prev) / problem.dt_knot,
-            "joint_posture": q_j - ref_t.joint_posture,
-            "joint_limits": jnp.maximum(q_j - hi, 0.0) + jnp.maximum(lo - q_j, 0.0),
-            "contact_force": ((forces - nominal) / weight).reshape(-1),
-        }
-    )
-    res.update(own_term_residuals(problem, data, x, u, forces, torques, t, terminal=False))
-    return res
-
-
-def terminal_residuals(problem: Problem, data: ProblemData, x: KnotState, ref_t) -> dict:
-    """`{term: residual vector}` at the terminal knot: the fixed `terminal_state` and the
-    problem's own terminal terms (control `u_prev`, no forces or torques)."""
-    base = _base_terms(problem, data, x, ref_t)
-    res = {"terminal_state": jnp.concatenate([base[k] for k in sorted(base)])}
-    if problem.terms:
-        model = problem.model
-        forces = jnp.zeros((model.nfeet, 3), dtype=x.v.dtype)
-        torques = jnp.zeros(model.nu, dtype=x.v.dtype)
-        res.update(own_term_residuals(problem, data, x, x.u_prev, forces, torques,
-                                      problem.horizon, terminal=True))  # fmt: skip
-    return res
+    forces = jnp.zeros((model.nfeet, 3), dtype=x.v.dtype)
+    torques = jnp.zeros(model.nu, dtype=x.v.dtype)
+    ctx = knot_context(problem, data, x, x.u_prev, forces, torques, problem.horizon, True, ref_t)
+    own = tuple(term for term in problem.terms if term.terminal)
+    return evaluate_terms(built_in_terms.TERMINAL + own, ctx, data.targets)
 
 
 def weighted(residuals: dict, weights: dict) -> jax.Array:

@@ -21,12 +21,15 @@ velocity in world axes; `log3` is SO(3)'s logarithm.
     base_pose             [p_b - p*; log3(R*^T R_b)]                 (6,)
     joint_state           [q_j - q*; qd_j - qd*]                     (2 nu,)
     control               u - u*                                     (nu,)
-    contact_force         f_i - f*   (contact frame, tangents then normal)   (3,)
-    friction_cone_margin  Bounds below at 0 of mu f_n - |f_t|_eps  (a barrier)   (1,)
-    footholds             s_i (p_i,xy - p*_i,xy)  for every foot i      (2 nfeet,)
+    contact_force         f_i - f*  (world frame)                    (3,)
+    friction_cone_margin  Bounds below at 0 of mu f_z - |f_xy|_eps   (1,)
+    footholds             s_i (p_i,xy - p*_i,xy) for every foot i    (2 nfeet,)
 
 `knot=k` (frame translation and placement) makes a term act at one knot only (a foot on a
 stone at knot k): `r` is multiplied by `[t == k]`; `knot="terminal"` makes it a terminal term.
+
+Every residual but the `knot=k` ones is written with `ctx.ops` (`dynamics.backend`), so it runs
+in JAX and in CasADi (the generated C of `derivatives="compiled"`, IPOPT).
 """
 
 from __future__ import annotations
@@ -45,16 +48,21 @@ QUADRATIC = Quadratic()
 IDENTITY = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 
 
-def log3(r):
+def log3(ops, r):
     """SO(3) logarithm `(3,)` of a rotation `(3, 3)`: the axis times the angle in [0, pi). Safe
-    at the identity (its first-order series); not for angles near pi."""
-    cos = jnp.clip(0.5 * (jnp.trace(r) - 1.0), -1.0, 1.0)
-    angle = jnp.arccos(cos)
-    vee = 0.5 * jnp.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+    at the identity (its first-order series); not for angles near pi. `ops`: the backend."""
+    cos = ops.minimum(ops.maximum(0.5 * (r[0, 0] + r[1, 1] + r[2, 2] - 1.0), -1.0), 1.0)
+    angle = ops.acos(cos)
+    vee = 0.5 * ops.vec([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
     small = angle < 1e-6
-    safe = jnp.where(small, 1.0, angle)
-    factor = jnp.where(small, 1.0 + angle**2 / 6.0, safe / jnp.sin(safe))
+    safe = ops.where(small, 1.0, angle)
+    factor = ops.where(small, 1.0 + angle**2 / 6.0, safe / ops.sin(safe))
     return factor * vee
+
+
+def _rotation_of(ops, flat):
+    """The `(3, 3)` rotation of a row-major `(9,)` vector."""
+    return ops.mat([[flat[3 * i + j] for j in range(3)] for i in range(3)])
 
 
 def _frame(model: Model, frame, name: str) -> int:
@@ -127,9 +135,10 @@ def frame_placement(model: Model, frame, translation, rotation=IDENTITY, *, weig
     target = np.concatenate([_vector(translation, 3, name, "translation"), rotation.ravel()])
 
     def residual(ctx: KnotContext):
+        ops = ctx.ops
         r, p = ctx.frame_placement(fid)
-        r_target = ctx.target[3:].reshape(3, 3)
-        return jnp.concatenate([p - ctx.target[:3], log3(r_target.T @ r)])
+        r_target = _rotation_of(ops, ctx.target[3:12])
+        return ops.vcat([p - ctx.target[0:3], log3(ops, ops.mm(r_target.T, r))])
 
     return _term(name, residual, weight, target, knot, terminal)
 
@@ -192,9 +201,10 @@ def base_pose(model: Model, translation, rotation=IDENTITY, *, weight=1.0, termi
     target = np.concatenate([_vector(translation, 3, name, "translation"), rotation.ravel()])
 
     def residual(ctx: KnotContext):
-        r_target = ctx.target[3:].reshape(3, 3)
-        return jnp.concatenate([ctx.q[0:3] - ctx.target[:3],
-                                log3(r_target.T @ ctx.base_rotation())])  # fmt: skip
+        ops = ctx.ops
+        r_target = _rotation_of(ops, ctx.target[3:12])
+        return ops.vcat([ctx.q[0:3] - ctx.target[0:3],
+                         log3(ops, ops.mm(r_target.T, ctx.base_rotation()))])  # fmt: skip
 
     return _term(name, residual, weight, target, terminal=terminal)
 
@@ -208,7 +218,7 @@ def joint_state(model: Model, positions, velocities=None, *, weight=1.0, termina
     target = np.concatenate([_vector(positions, nu, name, "positions"),
                              _vector(velocities, nu, name, "velocities")])  # fmt: skip
     nqb, nvb = model.nq - nu, model.nv - nu
-    return _term(name, lambda ctx: jnp.concatenate([ctx.q[nqb:], ctx.v[nvb:]]) - ctx.target,
+    return _term(name, lambda ctx: ctx.ops.vcat([ctx.q[nqb:], ctx.v[nvb:]]) - ctx.target,
                  weight, target, terminal=terminal)  # fmt: skip
 
 
@@ -230,33 +240,37 @@ def footholds(model: Model, rows, *, weight=1.0, name="footholds") -> Term:
     fids = [_frame(model, foot, name) for foot in model.foot_names]
 
     def residual(ctx: KnotContext):
-        feet = jnp.stack([ctx.frame_placement(f)[1][:2] for f in fids])
-        return (ctx.target[:, 2:3] * (feet - ctx.target[:, :2])).ravel()
+        rows, out = ctx.target, []
+        for i, f in enumerate(fids):
+            p = ctx.frame_placement(f)[1]
+            out += [rows[i, 2] * (p[0] - rows[i, 0]), rows[i, 2] * (p[1] - rows[i, 1])]
+        return ctx.ops.vec(out)
 
     return Term(name, residual, weight=weight, target=rows, per_knot=True)
 
 
 # --------------------------------------------------------------------------- contact
 def contact_force(model: Model, foot, target=None, *, weight=1.0, name=None) -> Term:
-    """`f_i - f*`: foot `i`'s average contact force over the knot's transition, in its contact
-    frame (tangents, normal) [N] `(3,)` (zero target by default)."""
+    """`f_i - f*`: foot `i`'s average contact force over the knot's transition, world frame
+    [N] `(3,)` (zero target by default)."""
     name = name or f"{_foot_name(model, foot)}_force"
     i = _foot(model, foot, name)
     target = _vector(np.zeros(3) if target is None else target, 3, name, "target")
-    return _term(name, lambda ctx: ctx.forces[i] - ctx.target, weight, target)
+    return _term(name, lambda ctx: ctx.force(i) - ctx.target, weight, target)
 
 
 def friction_cone_margin(model: Model, foot, mu: float, *, weight=1.0, name=None) -> Term:
-    """`m = mu f_n - sqrt(|f_t|^2 + eps)` held above 0 by `Bounds(lower=0)`: foot `i`'s force
-    inside its friction cone of coefficient `mu` `(1,)` [N]."""
+    """`m = mu f_z - sqrt(f_x^2 + f_y^2 + eps)` held above 0 by `Bounds(lower=0)`: foot `i`'s
+    world force inside a friction cone of coefficient `mu` about the world's z (level ground)
+    `(1,)` [N]."""
     name = name or f"{_foot_name(model, foot)}_friction_cone"
     i = _foot(model, foot, name)
     if not (np.isfinite(mu) and mu > 0):
         raise ValueError(f"term {name!r}: mu must be positive, got {mu!r}")
 
     def residual(ctx: KnotContext):
-        f = ctx.forces[i]
-        return jnp.atleast_1d(mu * f[2] - jnp.sqrt(f[0] ** 2 + f[1] ** 2 + FRICTION_EPS))
+        f = ctx.force(i)
+        return ctx.ops.vec([mu * f[2] - ctx.ops.sqrt(f[0] ** 2 + f[1] ** 2 + FRICTION_EPS)])
 
     return _term(name, residual, weight, None, activation=Bounds(lower=0.0))
 

@@ -136,6 +136,9 @@ def solve(
         traj = Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
         # why it stopped and where its time went (`fddp.solve_fddp`'s reason and timing)
         traj.meta.update(reason=info["reason"], timing=info["timing"])
+        if info["terms_in_jax"]:  # derivatives="compiled": what ran beside the C, and its cost
+            traj.meta.update(terms_in_jax=info["terms_in_jax"],
+                             terms_in_jax_seconds=info["terms_in_jax_seconds"])  # fmt: skip
         return traj
     if solver == "lbfgs":
         if shooting != "single":

@@ -28,20 +28,21 @@ one per knot) lives in `ProblemData.targets[name]`, traced like the weights: a n
 new landing point, a moved stone) reuses the compiled functions. The function reads the row of
 its knot as `ctx.target`.
 
-`KnotContext` is what a function may read. Everything is a JAX array of the knot, traced: the
-function must be pure JAX (no Python branching on values, no NumPy on them). Kinematics are
-computed on first use, once per knot (`ctx.kinematics`, `ctx.frame_placement(frame)`, ...).
+`KnotContext` is what a function may read: the knot's state, control, transition forces and
+torques, time, target row and gait reference row, and kinematics computed on first use, once
+per knot (`ctx.kinematics`, `ctx.frame_placement(frame)`, `ctx.foot_gaps()`, ...).
 
-The terms run wherever the solvers evaluate the knot model in JAX: FDDP (single and multiple
-shooting) with `derivatives="unrolled"` or `"implicit"`, L-BFGS, the batched solver and the
-MPC. `derivatives="compiled"` and IPOPT evaluate the knot model in CasADi-generated code and do
-not run user functions: a problem with terms refuses them, naming the terms
-(`check_backend`).
+A function written with `ctx.ops` (the backend-generic operations of `dynamics.backend`) and
+slicing runs in JAX and in CasADi: `derivatives="compiled"` generates it into its C and IPOPT
+takes it. The gait's own terms are written so (`trajopt.built_in_terms`). A function written
+with `jax.numpy` runs in JAX only: in the solvers' JAX knots, beside the generated C of
+`derivatives="compiled"` (`trajopt.casadi_model.term_split` says which terms and why), and
+IPOPT refuses it by name.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from contact import signed_distance
+from contact.foot_contacts import compute_foot_contacts
 from dynamics import centroidal, kinematics, spatial
 from dynamics.backend import JaxOps
 from dynamics.model import Model
@@ -59,7 +62,7 @@ from dynamics.model import Model
 class Quadratic:
     """`a(r) = r`: cost `0.5 w |r|^2`."""
 
-    def __call__(self, r):
+    def __call__(self, ops, r):
         return r
 
     def check(self, size: int, name: str) -> None:
@@ -73,8 +76,8 @@ class WeightedQuadratic:
 
     weights: tuple
 
-    def __call__(self, r):
-        return jnp.sqrt(jnp.asarray(self.weights, dtype=r.dtype)) * r
+    def __call__(self, ops, r):
+        return ops.const(np.sqrt(np.asarray(self.weights, dtype=float))) * r
 
     def check(self, size: int, name: str) -> None:
         w = np.asarray(self.weights, dtype=float)
@@ -93,10 +96,10 @@ class Bounds:
     lower: float | tuple = -np.inf
     upper: float | tuple = np.inf
 
-    def __call__(self, r):
-        lo = jnp.asarray(self.lower, dtype=r.dtype)
-        hi = jnp.asarray(self.upper, dtype=r.dtype)
-        return jnp.maximum(r - hi, 0.0) + jnp.minimum(r - lo, 0.0)
+    def __call__(self, ops, r):
+        lo = ops.const(np.asarray(self.lower, dtype=float))
+        hi = ops.const(np.asarray(self.upper, dtype=float))
+        return ops.maximum(r - hi, 0.0) + ops.minimum(r - lo, 0.0)
 
     def check(self, size: int, name: str) -> None:
         lo = np.broadcast_to(np.asarray(self.lower, dtype=float), (size,))
@@ -112,6 +115,25 @@ Activation = Quadratic | WeightedQuadratic | Bounds
 
 
 # --------------------------------------------------------------------------- the context
+class TerrainSurface:
+    """The ground of a JAX knot: `contact.terrain` distances and `compute_foot_contacts`."""
+
+    def __init__(self, terrain):
+        self.terrain = terrain
+
+    def ground_distance(self, ctx: KnotContext, xy):
+        """Signed distance [m] of the point `(x, y, 0)` above the terrain (negative below)."""
+        point = jnp.array([xy[0], xy[1], 0.0])
+        return signed_distance(self.terrain, point)[0]
+
+    def foot_contacts(self, ctx: KnotContext) -> tuple:
+        """`(gaps (nfeet,), [velocity (3,) per foot])`: each foot sphere's signed distance to the
+        terrain [m] and its velocity in its contact frame `[t1, t2, n]` [m/s]."""
+        feet = compute_foot_contacts(ctx.model, self.terrain, ctx.q)
+        velocity = jnp.einsum("kab,b->ka", feet.jacobian, ctx.v)
+        return feet.gap, [velocity[i] for i in range(velocity.shape[0])]
+
+
 @dataclass(frozen=True, eq=False)
 class KnotContext:
     """What a term's function reads at one knot (module docstring).
@@ -119,11 +141,15 @@ class KnotContext:
     model: the robot. q (nq,), v (nv,): the knot's state (Pinocchio's conventions: base linear
     and angular velocity in the base frame). u (nu,): the knot's control (PD targets [rad] or
     torques); at the terminal knot the last control. u_prev (nu,): the previous control.
-    forces (nfeet, 3): the transition's average contact forces per foot [N] (contact frame:
-    tangents then normal); zeros at the terminal knot. torques (nu,): the transition's peak
-    joint torques [N m]; zeros at the terminal knot. t: the knot's index (traced int), time =
-    t dt_knot [s]. target: the term's target row at this knot, or None. terminal: whether this
-    is the terminal knot (static).
+    forces (nfeet, 3): the transition's average contact forces per foot [N] (world frame);
+    zeros at the terminal knot. torques (nu,): the transition's peak joint torques [N m]; zeros
+    at the terminal knot. t: the knot's index (traced int), time = t dt [s], dt: the knot's
+    duration [s]. target: the term's target row at this knot, or None. terminal: whether this
+    is the terminal knot (static). reference: the gait's reference row at this knot
+    (`trajopt.problem.Reference`'s fields: base_velocity (3,), base_height, stance (nfeet,),
+    swing_height (nfeet,), joint_posture (nu,)). surface: the ground (`ground_distance`,
+    `foot_contacts`). ops: the array backend (`dynamics.backend`): `JaxOps` in JAX,
+    `CasadiOps` where the knot is generated into C.
     """
 
     model: Model
@@ -137,20 +163,54 @@ class KnotContext:
     time: jax.Array
     target: jax.Array | None
     terminal: bool
+    dt: float = 0.0
+    reference: object = None
+    surface: object = None
+    ops: object = None
+    cache: dict = dataclasses.field(default_factory=dict)
 
-    @functools.cached_property
-    def ops(self) -> JaxOps:
-        return JaxOps(self.q.dtype)
+    def __post_init__(self):
+        if self.ops is None:
+            object.__setattr__(self, "ops", JaxOps(self.q.dtype))
 
-    @functools.cached_property
+    def with_target(self, row) -> KnotContext:
+        """This knot with another term's target row; the kinematics computed so far are
+        shared."""
+        return dataclasses.replace(self, target=row)
+
+    def _once(self, key, compute):
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    @property
     def kinematics(self) -> kinematics.Kinematics:
         """Every joint's placement (`dynamics.kinematics.forward_kinematics`), once per knot."""
-        return kinematics.forward_kinematics(self.ops, self.model, self.q)
+        return self._once(
+            "kinematics", lambda: kinematics.forward_kinematics(self.ops, self.model, self.q)
+        )
 
-    @functools.cached_property
+    @property
     def joint_velocities(self) -> list:
         """Every joint's spatial velocity in its own frame (`dynamics.kinematics`)."""
-        return kinematics.joint_velocities(self.ops, self.model, self.kinematics, self.v)
+        return self._once("joint_velocities", lambda: kinematics.joint_velocities(
+            self.ops, self.model, self.kinematics, self.v))  # fmt: skip
+
+    def force(self, foot: int):
+        """`(3,)` the transition's average contact force on `foot` (an index) [N, world]."""
+        return self.forces[foot] if self.ops.name == "jax" else self.forces[foot, :].T
+
+    def foot_gaps(self):
+        """`(nfeet,)` each foot sphere's signed distance to the terrain [m]."""
+        return self._once("feet", lambda: self.surface.foot_contacts(self))[0]
+
+    def foot_velocities(self) -> list:
+        """Per foot, `(3,)` its velocity in its contact frame `[t1, t2, n]` [m/s]."""
+        return self._once("feet", lambda: self.surface.foot_contacts(self))[1]
+
+    def ground_distance(self, xy):
+        """Signed distance [m] of the point `(xy, 0)` above the terrain."""
+        return self.surface.ground_distance(self, xy)
 
     def frame_placement(self, frame) -> tuple:
         """`(R (3, 3), p (3,))`: the world placement of `frame` (a name or an index)."""
@@ -221,8 +281,9 @@ class Term:
         return self is other
 
     def evaluate(self, ctx: KnotContext) -> jax.Array:
-        """`a(r(ctx))`, the activated residual `(m,)` (unweighted)."""
-        return self.activation(jnp.asarray(self.residual(ctx)))
+        """`a(r(ctx))`, the activated residual `(m,)` (unweighted), in `ctx.ops`' backend."""
+        r = self.residual(ctx)
+        return self.activation(ctx.ops, jnp.asarray(r) if ctx.ops.name == "jax" else r)
 
 
 def target_rows(term: Term, horizon: int):
@@ -265,11 +326,13 @@ def check_target(term: Term, rows, horizon: int, previous=None):
 
 
 def context(model: Model, x, u, forces, torques, t, dt_knot: float, target_row,
-            terminal: bool) -> KnotContext:  # fmt: skip
-    """The `KnotContext` of one knot from the knot state `x` (`q`, `v`, `u_prev`)."""
+            terminal: bool, reference=None, terrain=None) -> KnotContext:  # fmt: skip
+    """The JAX `KnotContext` of one knot from the knot state `x` (`q`, `v`, `u_prev`), its gait
+    `reference` row and its `terrain` (`contact.terrain`)."""
     t = jnp.asarray(t)
+    surface = None if terrain is None else TerrainSurface(terrain)
     return KnotContext(model, x.q, x.v, u, x.u_prev, forces, torques, t, t * dt_knot,
-                       target_row, terminal)  # fmt: skip
+                       target_row, terminal, dt_knot, reference, surface)  # fmt: skip
 
 
 def check_names(terms: tuple, built_in: tuple) -> None:

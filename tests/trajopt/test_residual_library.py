@@ -103,6 +103,25 @@ def test_state_control_and_contact_terms(go2, states):
         np.testing.assert_allclose(r, [min(margin, 0.0)], atol=TOL)  # zero inside the cone
 
 
+def test_footholds_match_pinocchio(go2, pinocchio_go2, states):
+    """`s_i (p_i,xy - p*_i,xy)`: each stance foot's Pinocchio frame position from its foothold,
+    zero for a foot in swing (s = 0)."""
+    pm, pd = pinocchio_go2
+    rng = np.random.default_rng(5)
+    rows = np.concatenate([rng.normal(size=(3, 4, 2)), np.array([1.0, 0.0, 1.0, 1.0])[None, :, None]
+                           * np.ones((3, 4, 1))], axis=2)  # fmt: skip
+    term = lib.footholds(go2, rows)
+    for q, v, _, _ in states:
+        pin.framesForwardKinematics(pm, pd, q)
+        feet = np.array([pd.oMf[pm.getFrameId(f)].translation[:2] for f in go2.foot_names])
+        x = KnotState(jnp.asarray(q), jnp.asarray(v), jnp.zeros(go2.nu))
+        ctx = context(go2, x, x.u_prev, jnp.zeros((4, 3)), x.u_prev, 1, 0.02,
+                      jnp.asarray(rows[1]), False)  # fmt: skip
+        expected = (rows[1, :, 2:3] * (feet - rows[1, :, :2])).ravel()
+        np.testing.assert_allclose(np.asarray(term.evaluate(ctx)), expected, atol=TOL)
+        assert np.all(np.asarray(term.evaluate(ctx))[2:4] == 0.0)  # FR in swing
+
+
 def test_a_term_at_one_knot_is_zero_at_the_others(go2, states):
     q, v, _, _ = states[0]
     term = lib.frame_translation(go2, FOOT, np.zeros(3), knot=3)
