@@ -22,7 +22,7 @@ import dynamics
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.solver import SOLVERS, solve
-from viz import publish_result
+from viz import save_and_publish
 
 
 def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> np.ndarray:
@@ -70,8 +70,6 @@ def main(argv=None):
     )
     summary = summarize(traj, problem)
     summary["wall_time_incl_compile_s"] = time.perf_counter() - t0
-    traj.meta["summary"] = summary
-    npz, js = traj.save(os.path.join(args.out, f"{args.gait}_{args.robot}"))
     print("\ncost per term:")
     for name, c in sorted(traj.term_costs.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<24} {c:10.4g}")
@@ -79,23 +77,8 @@ def main(argv=None):
     for name, row in zip(problem.model.foot_names, contact_pattern(traj.force)):
         print(f"  {name:<10} {''.join('#' if c else '.' for c in row)}")
     print()
-    for key, value in summary.items():
-        print(f"  {key}: {value}")
-    print(f"\nresults saved to {os.path.abspath(npz)} (+ {os.path.basename(js)})")
-    # Plots and a self-contained HTML replay next to the result, and a Meshcat viewer on
-    # localhost that keeps serving after this script ends (never blocks; see viz.results).
-    shown = publish_result(traj, npz[:-4], serve=not args.no_view, zmq_url=args.zmq_url)
-    summary.update(
-        plots=shown["plots"], html=shown["html"], meshcat_url=shown["url"],
-        meshcat_server_pid=shown["server_pid"],
-    )  # fmt: skip
-    print(f"plots: {os.path.dirname(shown['plots'][0])}/{os.path.basename(npz[:-4])}_*.png")
-    print(f"HTML replay (no server needed): {shown['html']}")
-    if shown["url"]:
-        stop = f"; stop it with `kill {shown['server_pid']}`" if shown["server_pid"] else ""
-        print(f"Meshcat viewer: {shown['url']}{stop}")
-    elif shown["viewer_error"]:
-        print(f"no Meshcat viewer: {shown['viewer_error']}")
+    save_and_publish(traj, os.path.join(args.out, f"{args.gait}_{args.robot}"), summary,
+                     serve=not args.no_view, zmq_url=args.zmq_url)  # fmt: skip
     return traj, summary
 
 

@@ -57,7 +57,7 @@ from trajopt.gaits import make_problem
 from trajopt.kinematic_guess import base_path
 from trajopt.replay import resimulate_finer
 from trajopt.solver import solve
-from viz import publish_result
+from viz import save_and_publish
 
 RESIM_STEP = 0.002  # [s] the re-simulation's contact step
 RESIM_SWEEPS = 50
@@ -200,20 +200,9 @@ def main(argv=None):
                  max_iterations=args.iterations, verbose=not args.quiet)  # fmt: skip
     summary = summarize(problem, terrain, traj)
     summary["wall_time_incl_compile_s"] = time.perf_counter() - t0
-    traj.meta["summary"] = summary
-    npz, js = traj.save(os.path.join(args.out, f"stairs_{args.robot}"))
-    for key, value in summary.items():
-        if not key.endswith("final_feet_xyz"):
-            print(f"  {key}: {value}")
-    print(f"\nresults saved to {os.path.abspath(npz)} (+ {os.path.basename(js)})")
-    shown = publish_result(traj, npz[:-4], serve=not args.no_view, zmq_url=args.zmq_url)
-    summary.update(plots=shown["plots"], html=shown["html"], meshcat_url=shown["url"])
-    print(f"plots: {os.path.dirname(shown['plots'][0])}/{os.path.basename(npz[:-4])}_*.png")
-    print(f"HTML replay (no server needed): {shown['html']}")
-    if shown["url"]:
-        print(f"Meshcat viewer: {shown['url']}")
-    elif shown["viewer_error"]:
-        print(f"no Meshcat viewer: {shown['viewer_error']}")
+    save_and_publish(traj, os.path.join(args.out, f"stairs_{args.robot}"), summary,
+                     serve=not args.no_view, zmq_url=args.zmq_url,
+                     hidden=("final_feet_xyz",))  # fmt: skip
     return traj, summary
 
 

@@ -14,7 +14,7 @@ from .html_export import export_html
 from .meshcat_server import MeshcatServer, MeshcatServerError, start_server
 from .meshcat_viewer import Viewer, open_viewer, view
 from .plots import plot_trajectory, trajectory_figures
-from .results import publish_result
+from .results import publish_result, save_and_publish
 from .scene import build_scene
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "open_viewer",
     "plot_trajectory",
     "publish_result",
+    "save_and_publish",
     "start_server",
     "trajectory_figures",
     "view",

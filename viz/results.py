@@ -59,3 +59,30 @@ def publish_result(
         except MeshcatServerError as exc:
             info["viewer_error"] = str(exc)
     return info
+
+
+def save_and_publish(traj, path: str, summary: dict, *, serve: bool = True,
+                     zmq_url: str | None = None, hidden: tuple = ()) -> dict:  # fmt: skip
+    """An example's last step: save `traj` with `summary` in its meta to `<path>.npz` /
+    `.json`, print the summary (keys ending in one of `hidden` left out) and where the result
+    went, then `publish_result` its plots, HTML replay and viewer, printed too. Adds the files
+    and the viewer to `summary` and returns it."""
+    traj.meta["summary"] = summary
+    npz, js = traj.save(path)
+    for key, value in summary.items():
+        if not key.endswith(tuple(hidden)):
+            print(f"  {key}: {value}")
+    print(f"\nresults saved to {os.path.abspath(npz)} (+ {os.path.basename(js)})")
+    # plots and a self-contained HTML replay next to the result, and a Meshcat viewer on
+    # localhost that keeps serving after the script ends (never blocks)
+    shown = publish_result(traj, npz[:-4], serve=serve, zmq_url=zmq_url)
+    summary.update(plots=shown["plots"], html=shown["html"], meshcat_url=shown["url"],
+                   meshcat_server_pid=shown["server_pid"])  # fmt: skip
+    print(f"plots: {os.path.dirname(shown['plots'][0])}/{os.path.basename(npz[:-4])}_*.png")
+    print(f"HTML replay (no server needed): {shown['html']}")
+    if shown["url"]:
+        stop = f"; stop it with `kill {shown['server_pid']}`" if shown["server_pid"] else ""
+        print(f"Meshcat viewer: {shown['url']}{stop}")
+    elif shown["viewer_error"]:
+        print(f"no Meshcat viewer: {shown['viewer_error']}")
+    return summary
