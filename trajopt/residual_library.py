@@ -65,6 +65,21 @@ def _rotation_of(ops, flat):
     return ops.mat([[flat[3 * i + j] for j in range(3)] for i in range(3)])
 
 
+def _pose_target(translation, rotation, name: str) -> np.ndarray:
+    """The `(12,)` target row `[p*, R*.ravel()]` of a pose term."""
+    rotation = np.asarray(rotation, dtype=float)
+    if rotation.shape != (3, 3):
+        raise ValueError(f"term {name!r}: rotation must be (3, 3), got {rotation.shape}")
+    return np.concatenate([_vector(translation, 3, name, "translation"), rotation.ravel()])
+
+
+def _pose_error(ctx: KnotContext, r, p):
+    """`(6,)` `[p - p*; log3(R*^T R)]` of the world pose `(R, p)` against the target row."""
+    ops = ctx.ops
+    r_target = _rotation_of(ops, ctx.target[3:12])
+    return ops.vcat([p - ctx.target[0:3], log3(ops, ops.mm(r_target.T, r))])
+
+
 def _frame(model: Model, frame, name: str) -> int:
     try:
         return model.frame_id(frame)
@@ -129,16 +144,11 @@ def frame_placement(model: Model, frame, translation, rotation=IDENTITY, *, weig
     target row is `[p*, R*.ravel()]` (12,)."""
     name = name or _frame_term_name(model, frame, "placement")
     fid = _frame(model, frame, name)
-    rotation = np.asarray(rotation, dtype=float)
-    if rotation.shape != (3, 3):
-        raise ValueError(f"term {name!r}: rotation must be (3, 3), got {rotation.shape}")
-    target = np.concatenate([_vector(translation, 3, name, "translation"), rotation.ravel()])
+    target = _pose_target(translation, rotation, name)
 
     def residual(ctx: KnotContext):
-        ops = ctx.ops
         r, p = ctx.frame_placement(fid)
-        r_target = _rotation_of(ops, ctx.target[3:12])
-        return ops.vcat([p - ctx.target[0:3], log3(ops, ops.mm(r_target.T, r))])
+        return _pose_error(ctx, r, p)
 
     return _term(name, residual, weight, target, knot, terminal)
 
@@ -195,16 +205,10 @@ def base_pose(model: Model, translation, rotation=IDENTITY, *, weight=1.0, termi
     is `[p*, R*.ravel()]` (12,)."""
     if not model.has_free_flyer:
         raise ValueError(f"term {name!r}: robot {model.name!r} has no floating base")
-    rotation = np.asarray(rotation, dtype=float)
-    if rotation.shape != (3, 3):
-        raise ValueError(f"term {name!r}: rotation must be (3, 3), got {rotation.shape}")
-    target = np.concatenate([_vector(translation, 3, name, "translation"), rotation.ravel()])
+    target = _pose_target(translation, rotation, name)
 
     def residual(ctx: KnotContext):
-        ops = ctx.ops
-        r_target = _rotation_of(ops, ctx.target[3:12])
-        return ops.vcat([ctx.q[0:3] - ctx.target[0:3],
-                         log3(ops, ops.mm(r_target.T, ctx.base_rotation()))])  # fmt: skip
+        return _pose_error(ctx, ctx.base_rotation(), ctx.q[0:3])
 
     return _term(name, residual, weight, target, terminal=terminal)
 
