@@ -51,6 +51,7 @@ def test_costs_gradient_and_linearisation_are_the_fixed_terms(before, trot):
         close(getattr(lin, name), before["lin_" + name])
 
 
+@pytest.mark.slow  # an FDDP compilation, ~20 s
 def test_fddp_iterates_are_the_fixed_terms(before, trot):
     traj = trajopt.solve(trot, max_iterations=3, verbose=False)
     close(traj.q, before["fddp_q"])
