@@ -9,7 +9,7 @@ is the (static) kind, every numeric parameter is a traced leaf, so terrains can 
     kind         constructor                                   distance
     Plane        flat(height), incline(angle), plane(n, h)     exact
     Steps        steps(step_height, step_length, start_x)      exact within 2 step lengths
-    Heightfield  heightfield(heights, x0, y0, cell_size)       1st order: vertical gap x cos(slope)
+    Heightfield  heightfield(heights, x0, y0, cell_size)       exact within 3 cells
 
 `signed_distance(terrain, p) -> (gap, normal)`: `gap > 0` above (outside) the ground, `normal`
 the unit outward normal, equal to the gradient of the gap wherever the gap is differentiable.
@@ -32,6 +32,9 @@ from .checks import NONNEGATIVE, POSITIVE, require
 # Steps: the distance is computed to the treads k-2..k+2 around the tread under the point and
 # the risers between them; it is exact within `_STEPS_WINDOW * step_length` of the surface.
 _STEPS_WINDOW = 2
+# Heightfield: the distance is computed to the triangles of the cells within this many cells of
+# the one under the point; it is exact within `_HEIGHTFIELD_WINDOW * cell_size` of the surface.
+_HEIGHTFIELD_WINDOW = 3
 
 
 def _scalar(x):
@@ -88,7 +91,7 @@ class Steps:
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class Heightfield:
-    """Bilinearly interpolated height map (see `heightfield`).
+    """Triangulated height map (see `heightfield`).
 
     Leaves: `heights (nx, ny)` [m], `heights[i, j]` at `(x0 + i cell_size, y0 + j cell_size)`;
     `x0 ()`, `y0 ()`, `cell_size ()` [m]; `friction ()`. The grid size is static (array shape).
@@ -160,7 +163,10 @@ def steps(step_height, step_length, start_x, friction=0.8, num_steps=float("inf"
 
 def heightfield(heights, x0, y0, cell_size, friction=0.8) -> Heightfield:
     """Height map `heights (nx, ny)`, nx, ny >= 2, node `(i, j)` at `(x0 + i h, y0 + j h)` with
-    `h = cell_size`; bilinear in each cell, constant (edge values) outside the grid."""
+    `h = cell_size`; each cell two triangles split along its diagonal from node `(i, j)` to
+    `(i+1, j+1)` (the surface `viz` draws), constant (edge values) outside the grid. Sharp
+    edges, exact Euclidean distance within `_HEIGHTFIELD_WINDOW` cells (see `signed_distance`):
+    a stone's vertical side is a wall, not a slope felt from above."""
     heights = jnp.asarray(heights, dtype=jnp.result_type(float))
     if heights.ndim != 2 or min(heights.shape) < 2:
         raise ValueError(f"heights must be (nx, ny) with nx, ny >= 2, got {heights.shape}")
@@ -184,21 +190,30 @@ def _steps_tread_height(terrain: Steps, k):
     return jnp.clip(k, 0.0, terrain.num_steps) * terrain.step_height
 
 
-def _heightfield_height(terrain: Heightfield, x, y):
-    """Bilinear interpolation `H(x, y)` (clamped to the grid)."""
+def _heightfield_cell(terrain: Heightfield, x, y):
+    """The cell `(i, j)` under `(x, y)` (clamped to the grid) and the point's coordinates
+    `(u, v)` in it, in cells (in [0, 1] inside the grid)."""
     nx, ny = terrain.heights.shape
     sx = jnp.clip((x - terrain.x0) / terrain.cell_size, 0.0, nx - 1.0)
     sy = jnp.clip((y - terrain.y0) / terrain.cell_size, 0.0, ny - 1.0)
     i = jnp.clip(jnp.floor(sx), 0, nx - 2).astype(jnp.int32)
     j = jnp.clip(jnp.floor(sy), 0, ny - 2).astype(jnp.int32)
-    u, v = sx - i, sy - j
+    return i, j, sx - i, sy - j
+
+
+def _heightfield_height(terrain: Heightfield, x, y):
+    """`H(x, y)` on the triangulated grid (clamped to the grid): cell `(i, j)` is split along
+    its diagonal from node `(i, j)` to `(i+1, j+1)`, and `H` is linear on each triangle:
+
+        u >= v:  H = h[i,j] + u (h[i+1,j] - h[i,j]) + v (h[i+1,j+1] - h[i+1,j])
+        u <  v:  H = h[i,j] + v (h[i,j+1] - h[i,j]) + u (h[i+1,j+1] - h[i,j+1])
+    """
+    i, j, u, v = _heightfield_cell(terrain, x, y)
     h = terrain.heights
-    return (
-        (1 - u) * (1 - v) * h[i, j]
-        + u * (1 - v) * h[i + 1, j]
-        + (1 - u) * v * h[i, j + 1]
-        + u * v * h[i + 1, j + 1]
-    )
+    h00, h10, h11, h01 = h[i, j], h[i + 1, j], h[i + 1, j + 1], h[i, j + 1]
+    lower = h00 + u * (h10 - h00) + v * (h11 - h10)
+    upper = h00 + v * (h01 - h00) + u * (h11 - h01)
+    return jnp.where(u >= v, lower, upper)
 
 
 def height(terrain: Terrain, x, y):
@@ -276,19 +291,88 @@ def _steps_distance(terrain: Steps, point):
     return gap, jnp.stack([normal_xz[0], jnp.zeros_like(x), normal_xz[1]])
 
 
+def _segment_closest(p, a, b):
+    """Closest points `(m, 3)` to `p (3,)` on the segments `a (m, 3) -> b (m, 3)`."""
+    d = b - a
+    t = jnp.clip(jnp.sum((p[None] - a) * d, axis=-1) / jnp.sum(d * d, axis=-1), 0.0, 1.0)
+    return a + t[:, None] * d
+
+
+def _triangles_closest(p, a, b, c):
+    """Closest points `(m, 3)` to `p (3,)` on the triangles `(a, b, c)` (each `(m, 3)`,
+    counter-clockwise seen from +z), with `inside (m,)` (the closest point is the projection
+    of `p` onto the triangle's plane, inside it), the unit upward normals `(m, 3)` and the
+    signed offsets `n . (p - a)` of `p` from the planes. Outside, the closest point lies on
+    the nearest edge."""
+    e0, e1 = b - a, c - a
+    n = jnp.cross(e0, e1)
+    n = n / jnp.linalg.norm(n, axis=-1, keepdims=True)
+    offset = jnp.sum((p[None] - a) * n, axis=-1)
+    projection = p[None] - offset[:, None] * n
+    w = projection - a
+    d00, d01, d11 = (jnp.sum(e0 * e0, -1), jnp.sum(e0 * e1, -1), jnp.sum(e1 * e1, -1))
+    d20, d21 = jnp.sum(w * e0, -1), jnp.sum(w * e1, -1)
+    denominator = d00 * d11 - d01 * d01
+    beta = (d11 * d20 - d01 * d21) / denominator
+    gamma = (d00 * d21 - d01 * d20) / denominator
+    inside = (beta >= 0.0) & (gamma >= 0.0) & (beta + gamma <= 1.0)
+    edges = jnp.stack([_segment_closest(p, a, b), _segment_closest(p, b, c),
+                       _segment_closest(p, c, a)])  # fmt: skip
+    nearest = jnp.argmin(jnp.sum((p[None, None] - edges) ** 2, axis=-1), axis=0)
+    on_edge = jnp.take_along_axis(edges, nearest[None, :, None], axis=0)[0]
+    return jnp.where(inside[:, None], projection, on_edge), inside, n, offset
+
+
+def _heightfield_window(terrain: Heightfield, x, y):
+    """Corners `(a, b, c)`, each `(m, 3)`, of the triangles of the `(2 W + 1)^2` cells around
+    the cell under `(x, y)`, `W = _HEIGHTFIELD_WINDOW` (fewer on a smaller grid; the window is
+    shifted to stay on the grid)."""
+    nx, ny = terrain.heights.shape
+    wx, wy = min(2 * _HEIGHTFIELD_WINDOW + 1, nx - 1), min(2 * _HEIGHTFIELD_WINDOW + 1, ny - 1)
+    i, j, _, _ = _heightfield_cell(terrain, x, y)
+    i0 = jnp.clip(i - _HEIGHTFIELD_WINDOW, 0, nx - 1 - wx)
+    j0 = jnp.clip(j - _HEIGHTFIELD_WINDOW, 0, ny - 1 - wy)
+    z = jax.lax.dynamic_slice(terrain.heights, (i0, j0), (wx + 1, wy + 1))
+    gx = terrain.x0 + terrain.cell_size * (i0 + jnp.arange(wx + 1, dtype=z.dtype))
+    gy = terrain.y0 + terrain.cell_size * (j0 + jnp.arange(wy + 1, dtype=z.dtype))
+    X, Y = jnp.meshgrid(gx, gy, indexing="ij")
+    nodes = jnp.stack([X, Y, z], axis=-1)
+    n00, n10 = nodes[:-1, :-1].reshape(-1, 3), nodes[1:, :-1].reshape(-1, 3)
+    n11, n01 = nodes[1:, 1:].reshape(-1, 3), nodes[:-1, 1:].reshape(-1, 3)
+    a = jnp.concatenate([n00, n00])
+    b = jnp.concatenate([n10, n11])
+    c = jnp.concatenate([n11, n01])
+    return a, b, c
+
+
 def _heightfield_distance(terrain: Heightfield, point):
-    """First-order distance to the graph `z = H(x, y)`:
+    """Euclidean distance to the triangles of the `(2 W + 1)^2` cells around the point,
+    `W = _HEIGHTFIELD_WINDOW`, signed by the side of the surface `s = sign(z - H(x, y))`:
 
-        gap = (z - H) / sqrt(1 + |grad H|^2),   n = (-H_x, -H_y, 1) / sqrt(1 + |grad H|^2)
+        closest point inside a triangle:  gap = n . (p - a),  normal n   (smooth on the surface)
+        closest point on an edge c:       gap = s |p - c|,    normal s (p - c) / |p - c|
 
-    i.e. the vertical gap times the cosine of the local slope; exact for a plane, accurate
-    where `|gap|` is small against the curvature radius. `grad H` (and so `n`) is continuous
-    inside a cell and jumps across cell edges (bilinear interpolation is only C0).
+    Triangles outside the window are at least `W` cells away horizontally, so the gap is
+    exact wherever `|gap| < W cell_size`; beyond, it lies between that and the vertical gap
+    `z - H` (the window always holds the triangle under the point), and may jump there where
+    the window moves by a cell. Outside the grid the surface continues flat at its edge heights
+    and the gap is the nearer of the window's and the vertical one `z - H`, normal +z.
     """
     x, y, z = point[0], point[1], point[2]
-    h, (hx, hy) = jax.value_and_grad(_heightfield_height, argnums=(1, 2))(terrain, x, y)
-    scale = jnp.sqrt(1.0 + hx * hx + hy * hy)
-    return (z - h) / scale, jnp.stack([-hx, -hy, jnp.ones_like(hx)]) / scale
+    a, b, c = _heightfield_window(terrain, x, y)
+    closest, inside, normals, offsets = _triangles_closest(point, a, b, c)
+    best = jnp.argmin(jnp.sum((point[None] - closest) ** 2, axis=-1))
+    vertical = z - _heightfield_height(terrain, x, y)
+    sign = jnp.where(vertical >= 0.0, 1.0, -1.0)
+    dist, nonzero = _safe_norm(point - closest[best])
+    edge_normal = jnp.where(
+        nonzero, sign * (point - closest[best]) / jnp.where(nonzero, dist, 1.0), normals[best]
+    )
+    gap = jnp.where(inside[best], offsets[best], sign * dist)
+    normal = jnp.where(inside[best], normals[best], edge_normal)
+    nearer_vertically = jnp.abs(vertical) < jnp.abs(gap) - 1e-12
+    up = jnp.array([0.0, 0.0, 1.0], dtype=normal.dtype)
+    return jnp.where(nearer_vertically, vertical, gap), jnp.where(nearer_vertically, up, normal)
 
 
 _DISTANCES = {Plane: _plane_distance, Steps: _steps_distance, Heightfield: _heightfield_distance}
@@ -298,9 +382,9 @@ def signed_distance(terrain: Terrain, point):
     """Signed distance of the world point `point (3,)` to the terrain.
 
     Returns `(gap (), normal (3,))`: `gap > 0` above the ground, `< 0` below; `normal` is the
-    unit outward normal of the surface at the closest point (plane, steps: exact; heightfield:
-    at the vertical projection, see `_heightfield_distance`). Differentiable with finite
-    gradients everywhere; `vmap` over points for several feet.
+    unit outward normal of the surface at the closest point (exact for planes; for steps and
+    height fields near the surface, see `_steps_distance`, `_heightfield_distance`).
+    Differentiable with finite gradients everywhere; `vmap` over points for several feet.
     """
     try:
         distance = _DISTANCES[type(terrain)]

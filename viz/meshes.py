@@ -253,7 +253,7 @@ def terrain_grid(terrain, x_range, y_range):
     returns `(xs (nx,), ys (ny,), z (nx, ny))` with `z[i, j]` the height at `(xs[i], ys[j])`.
 
     Plane: the four corners (exact). Heightfield: its grid nodes inside the range plus the
-    range ends (exact, bilinear in between as the contact model). Steps: every riser appears
+    range ends (exact, triangulated in between as the contact model). Steps: every riser appears
     twice in `xs`, with the heights before and after it, so the staircase keeps vertical
     risers. Heights come from `contact.terrain.height`.
     """

@@ -73,7 +73,7 @@ def _random_heightfield():
     return terrain.heightfield(heights, x0=-1.0, y0=-0.5, cell_size=0.25), heights
 
 
-def test_heightfield_exact_at_nodes_and_linear_in_between():
+def test_heightfield_exact_at_nodes_and_linear_on_its_triangles():
     t, heights = _random_heightfield()
     i, j = np.meshgrid(np.arange(6), np.arange(5), indexing="ij")
     x, y = -1.0 + 0.25 * i, -0.5 + 0.25 * j
@@ -84,9 +84,15 @@ def test_heightfield_exact_at_nodes_and_linear_in_between():
     np.testing.assert_allclose(along_y, (1 - ts) * heights[2, 1] + ts * heights[2, 2], atol=1e-15)
     along_x = _height(t, jnp.asarray(x[3, 2] + 0.25 * ts), jnp.full(7, y[3, 2]))
     np.testing.assert_allclose(along_x, (1 - ts) * heights[3, 2] + ts * heights[4, 2], atol=1e-15)
-    # cell centre: mean of the four corners
+    # cell centre: on the diagonal from node (i, j) to (i+1, j+1), the mean of its two ends
     centre = _height(t, x[1, 1] + 0.125, y[1, 1] + 0.125)
-    np.testing.assert_allclose(centre, heights[1:3, 1:3].mean(), atol=1e-15)
+    np.testing.assert_allclose(centre, 0.5 * (heights[1, 1] + heights[2, 2]), atol=1e-15)
+    # below the diagonal: the plane through (i, j), (i+1, j), (i+1, j+1)
+    u, v = 0.6, 0.2
+    below = _height(t, x[1, 1] + 0.25 * u, y[1, 1] + 0.25 * v)
+    h = heights
+    expected = h[1, 1] + u * (h[2, 1] - h[1, 1]) + v * (h[2, 2] - h[2, 1])
+    np.testing.assert_allclose(below, expected, atol=1e-15)
     # outside the grid: clamped to the edge values
     np.testing.assert_allclose(_height(t, -5.0, -0.5), heights[0, 0], atol=1e-15)
 
@@ -111,6 +117,64 @@ def test_heightfield_normal_is_unit_and_gap_sign():
     np.testing.assert_allclose(jnp.linalg.norm(n, axis=1), 1.0, atol=1e-14)
     above = pts[:, 2] > _height(t, pts[:, 0], pts[:, 1])
     np.testing.assert_array_equal(gap > 0, above)
+
+
+def _surface_samples(hf, spacing):
+    """Dense points of the height field's triangles (the reference for its distance): every
+    triangle of `viz.meshes.grid_mesh` through the grid nodes, sampled barycentrically."""
+    from viz.meshes import grid_mesh
+
+    nx, ny = np.shape(hf.heights)
+    h = float(hf.cell_size)
+    xs, ys = float(hf.x0) + h * np.arange(nx), float(hf.y0) + h * np.arange(ny)
+    vertices, faces = grid_mesh(xs, ys, np.asarray(hf.heights))
+    n = int(np.ceil(h / spacing))
+    b, c = np.meshgrid(np.linspace(0, 1, n + 1), np.linspace(0, 1, n + 1), indexing="ij")
+    keep = b + c <= 1.0
+    b, c = b[keep], c[keep]
+    A, B, C = (vertices[faces[:, k]] for k in range(3))
+    return (A[:, None] + b[None, :, None] * (B - A)[:, None] + c[None, :, None] * (C - A)[:, None]
+            ).reshape(-1, 3)  # fmt: skip
+
+
+def test_heightfield_distance_is_the_distance_to_its_triangles():
+    """Against a dense sampling of the triangles (1 mm) near a random surface with 5 cm
+    cells: within the window's reach the gap's magnitude is the nearest sample's distance (to
+    the sampling's resolution) and its normal points from that sample to the point."""
+    rng = np.random.default_rng(3)
+    hf = terrain.heightfield(rng.uniform(-0.04, 0.04, (8, 7)), x0=0.0, y0=0.0, cell_size=0.05)
+    samples = _surface_samples(hf, 0.001)
+    pts = rng.uniform((0.05, 0.05, -0.05), (0.3, 0.25, 0.09), size=(60, 3))
+    gap, normal = _distances(hf, jnp.asarray(pts))
+    gap, normal = np.asarray(gap), np.asarray(normal)
+    distance = np.linalg.norm(pts[:, None] - samples[None], axis=2)
+    nearest = samples[np.argmin(distance, axis=1)]
+    reach = distance.min(axis=1) < 0.9 * 3 * 0.05
+    assert reach.sum() > 40
+    np.testing.assert_allclose(np.abs(gap[reach]), distance.min(axis=1)[reach], atol=1e-3)
+    direction = (pts - nearest) / np.linalg.norm(pts - nearest, axis=1, keepdims=True)
+    far = reach & (np.abs(gap) > 0.01)
+    cos = np.sum(direction[far] * normal[far] * np.sign(gap[far])[:, None], axis=1)
+    assert np.all(cos > 0.99)
+
+
+def test_a_stone_side_is_a_wall_not_a_slope():
+    """A 10 cm deep gap beside a flat stone top (1 cm cells): a point 3.4 cm above the top,
+    half a cell past its edge over the side's steep cell, is 3.4 cm (to the edge) from the
+    ground, not the vertical gap times the side's cosine (about 1 cm)."""
+    heights = np.zeros((20, 6))
+    heights[10:] = -0.1  # the top ends at node 9 (x = 0.09), the side falls over one cell
+    hf = terrain.heightfield(heights, x0=0.0, y0=0.0, cell_size=0.01)
+    p = jnp.array([0.095, 0.025, 0.034])
+    gap, normal = _signed_distance(hf, p)
+    np.testing.assert_allclose(gap, np.hypot(0.005, 0.034), rtol=1e-12)
+    np.testing.assert_allclose(normal, np.array([0.005, 0.0, 0.034]) / np.hypot(0.005, 0.034),
+                               atol=1e-12)  # fmt: skip
+    # above the top: the vertical gap; in the gap below the top, beside the side: horizontal
+    np.testing.assert_allclose(_signed_distance(hf, jnp.array([0.05, 0.025, 0.02]))[0], 0.02)
+    side = _signed_distance(hf, jnp.array([0.107, 0.025, -0.05]))[0]
+    slope = 0.1 / 0.01
+    np.testing.assert_allclose(side, (0.107 - 0.1 + 0.05 / slope) / np.hypot(1, 1 / slope))
 
 
 # ----------------------------------------------------------------------------- steps
