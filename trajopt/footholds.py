@@ -2,6 +2,7 @@
 parts, as the targets of `trajopt.residual_library.footholds`.
 
     place = footholds.away_from_risers(terrain, margin=0.05)   # a staircase's treads
+    place = footholds.nearest_point(stone_centres)             # or the nearest stone's centre
     rows = footholds.stance_footholds(problem, place)          # (T+1, nfeet, 3): [x, y, stance]
     problem = problem.with_terms(residual_library.footholds(problem.model, rows, weight=300.0))
     init = footholds.placed_guess(problem, place)              # the kinematic guess on them
@@ -9,7 +10,7 @@ parts, as the targets of `trajopt.residual_library.footholds`.
 The nominal foothold of a stance is the kinematic guess's (`trajopt.kinematic_guess`): the
 foot's standing offset from the base at the middle of the stance, along the base path that the
 velocity reference integrates. A `place(i, p) -> p'` function moves it (world frame, `p (3,)`
-with z = 0; only x and y are used), e.g. off a step's nose. The stance flags
+with z = 0; only x and y are used), e.g. off a step's nose or onto a stone. The stance flags
 are the gait reference's, so the rows say where every foot should stand at every knot.
 """
 
@@ -38,6 +39,19 @@ def placed_guess(problem: P.Problem, place=None) -> Trajectory:
     `solve(problem, init)`."""
     q, v, us = kinematic_guess(problem, place)
     return Trajectory(q=q, v=v, u=us, dt=problem.dt_knot)
+
+
+def nearest_point(points):
+    """`place` that moves a foothold to the nearest of `points (k, 2)` (world xy, m)."""
+    points = np.asarray(points, dtype=float)
+    if points.ndim != 2 or points.shape[1] != 2 or points.shape[0] == 0:
+        raise ValueError(f"points must be (k, 2) world xy, got shape {points.shape}")
+
+    def place(i, p):
+        k = int(np.argmin(np.sum((points - np.asarray(p, dtype=float)[:2]) ** 2, axis=1)))
+        return np.array([points[k, 0], points[k, 1], 0.0])
+
+    return place
 
 
 def away_from_risers(terrain: Steps, margin: float):
