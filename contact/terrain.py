@@ -230,6 +230,17 @@ def height(terrain: Terrain, x, y):
 
 
 # ----------------------------------------------------------------------------- distances
+def _nearest_feature(delta, interior, offset, face_normal, sign, fallback):
+    """`(gap, normal)` from the nearest feature of a piecewise-flat surface, `delta = p - c`
+    to its closest point `c`: a face interior gives the face's linear offset and normal (smooth
+    and finite on the surface); an edge or corner gives `s |delta|` and `s delta / |delta|`,
+    `s` the side of the surface (`fallback` where `delta = 0`)."""
+    dist, nonzero = _safe_norm(delta)
+    edge_normal = jnp.where(nonzero, sign * delta / jnp.where(nonzero, dist, 1.0), fallback)
+    return (jnp.where(interior, offset, sign * dist),
+            jnp.where(interior, face_normal, edge_normal))  # fmt: skip
+
+
 def _plane_distance(terrain: Plane, point):
     """`gap = n . (p - (0, 0, h))`, exact."""
     n = terrain.normal
@@ -280,12 +291,8 @@ def _steps_distance(terrain: Steps, point):
     best = jnp.argmin(jnp.sum(delta * delta, axis=-1))
 
     sign = jnp.where(z >= z_j[_STEPS_WINDOW], 1.0, -1.0)
-    dist, nonzero = _safe_norm(delta[best])
-    edge_normal = jnp.where(
-        nonzero, sign * delta[best] / jnp.where(nonzero, dist, 1.0), jnp.array([0.0, 1.0])
-    )
-    gap = jnp.where(interior[best], offset[best], sign * dist)
-    normal_xz = jnp.where(interior[best], face_normal[best], edge_normal)
+    gap, normal_xz = _nearest_feature(delta[best], interior[best], offset[best],
+                                      face_normal[best], sign, jnp.array([0.0, 1.0]))  # fmt: skip
     limit = _STEPS_WINDOW * length
     gap = jnp.clip(gap, -limit, limit)
     return gap, jnp.stack([normal_xz[0], jnp.zeros_like(x), normal_xz[1]])
@@ -364,12 +371,8 @@ def _heightfield_distance(terrain: Heightfield, point):
     best = jnp.argmin(jnp.sum((point[None] - closest) ** 2, axis=-1))
     vertical = z - _heightfield_height(terrain, x, y)
     sign = jnp.where(vertical >= 0.0, 1.0, -1.0)
-    dist, nonzero = _safe_norm(point - closest[best])
-    edge_normal = jnp.where(
-        nonzero, sign * (point - closest[best]) / jnp.where(nonzero, dist, 1.0), normals[best]
-    )
-    gap = jnp.where(inside[best], offsets[best], sign * dist)
-    normal = jnp.where(inside[best], normals[best], edge_normal)
+    gap, normal = _nearest_feature(point - closest[best], inside[best], offsets[best],
+                                   normals[best], sign, normals[best])  # fmt: skip
     nearer_vertically = jnp.abs(vertical) < jnp.abs(gap) - 1e-12
     up = jnp.array([0.0, 0.0, 1.0], dtype=normal.dtype)
     return jnp.where(nearer_vertically, vertical, gap), jnp.where(nearer_vertically, up, normal)

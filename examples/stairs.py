@@ -53,7 +53,7 @@ import dynamics
 from contact.terrain import height as terrain_height
 from contact.terrain import steps
 from trajopt import footholds, residual_library
-from trajopt.gaits import make_problem
+from trajopt.gaits import make_problem, with_swing_peak
 from trajopt.kinematic_guess import base_path
 from trajopt.replay import resimulate_finer
 from trajopt.solver import solve
@@ -82,11 +82,8 @@ def stairs_reference(reference, terrain, dt: float, xy0, swing_height: float):
     xy, _ = base_path(reference, dt, xy0, 0.0)
     under = np.asarray(terrain_height(terrain, xy[:, 0], xy[:, 1]))
     base_height = np.asarray(reference.base_height) + slope_height(terrain, xy[:, 0]) - under
-    scale = swing_height / max(float(np.max(np.asarray(reference.swing_height))), 1e-9)
-    return dataclasses.replace(
-        reference,
-        base_height=jnp.asarray(base_height),
-        swing_height=jnp.asarray(reference.swing_height) * scale,
+    return with_swing_peak(
+        dataclasses.replace(reference, base_height=jnp.asarray(base_height)), swing_height
     )
 
 

@@ -51,7 +51,7 @@ import dynamics
 from contact.terrain import flat, heightfield, signed_distance
 from trajopt import footholds, residual_library
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
-from trajopt.gaits import make_problem
+from trajopt.gaits import make_problem, with_swing_peak
 from trajopt.kinematic_guess import base_path
 from trajopt.replay import resimulate_finer
 from trajopt.solver import solve
@@ -111,22 +111,20 @@ def stone_course(rows_y, *, first=0.34, count=3, size=0.08, gap=0.12, depth=0.1,
 
 
 def stone_placement(course: Stones):
-    """`place` for `trajopt.footholds`: a nominal foothold among the stones moves to the
-    nearest stone's centre; on a platform it stays."""
+    """`place` for `trajopt.footholds`: a nominal foothold among the stones (or within half a
+    side of a platform's edge) moves to the nearest stone's centre, or half a side onto the
+    platform where that edge is nearer along x; elsewhere on a platform it stays."""
     nearest = footholds.nearest_point(course.centres)
     reach = 0.5 * course.size
+    edges = (course.platform_end - reach, course.landing_start + reach)
 
     def place(i, p):
         x = float(p[0])
-        if course.platform_end - reach < x <= course.landing_start + reach:
-            stone = nearest(i, p)
-            edge = course.platform_end - reach if x < course.centres[0, 0] else None
-            if x > course.centres[-1, 0]:
-                edge = course.landing_start + reach
-            if edge is None or abs(stone[0] - x) < abs(edge - x):
-                return stone
-            return np.array([edge, float(p[1]), 0.0])
-        return np.asarray(p, dtype=float)
+        if not edges[0] < x <= edges[1]:
+            return np.asarray(p, dtype=float)
+        stone = nearest(i, p)
+        edge = min(edges, key=lambda e: abs(e - x))
+        return stone if abs(stone[0] - x) < abs(edge - x) else np.array([edge, float(p[1]), 0.0])
 
     return place
 
@@ -162,12 +160,8 @@ def stones_reference(reference, field, dt: float, xy0, swing_height: float):
     xy, _ = base_path(reference, dt, xy0, 0.0)
     points = jnp.asarray(np.concatenate([xy, np.zeros((len(xy), 1))], axis=1))
     below = np.asarray(jax.vmap(lambda p: signed_distance(field, p)[0])(points))
-    scale = swing_height / max(float(np.max(np.asarray(reference.swing_height))), 1e-9)
-    return dataclasses.replace(
-        reference,
-        base_height=jnp.asarray(np.asarray(reference.base_height) + below),
-        swing_height=jnp.asarray(reference.swing_height) * scale,
-    )
+    base_height = jnp.asarray(np.asarray(reference.base_height) + below)
+    return with_swing_peak(dataclasses.replace(reference, base_height=base_height), swing_height)
 
 
 @dataclasses.dataclass(frozen=True)

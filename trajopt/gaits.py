@@ -203,6 +203,14 @@ def gait_reference(
     )
 
 
+def with_swing_peak(reference: P.Reference, peak: float) -> P.Reference:
+    """`reference` with its swing clearance profile `swing_height (T+1, nfeet)` scaled so that
+    its highest value is `peak` [m] (the profile's shape, `h sin(pi s)`, kept)."""
+    profile = np.asarray(reference.swing_height, dtype=float)
+    scale = peak / max(float(np.max(profile)), 1e-9)
+    return dataclasses.replace(reference, swing_height=jnp.asarray(profile * scale))
+
+
 def make_problem(
     robot: str = "go2",
     gait: str = "trot",
