@@ -22,11 +22,11 @@ starts, and `taskset -c 0` for the Crocoddyl subprocess; `--no-pin` to skip):
      per-iteration wall times, from a callback timestamp after each accepted iteration), and
      time to solution (to within 1 % of the cost reached by the whole budget, and the solver's
      own convergence if it stops early);
-   - a third, instrumented solve splits the iteration time into linearisation (one jitted
-     call: `jacfwd` of every knot), the backward pass (a jitted `lax.scan` Riccati recursion)
-     and the line search (one jitted call: forward rollouts + cost evaluations until a step is
-     accepted); the rest of an iteration (Python, host transfers) is "other" (the initial
-     guess, rollout and evaluation before the first iteration are not in it);
+   - a third, instrumented solve splits the iteration time into linearisation (every knot),
+     the backward pass (the Gauss-Newton model and the Riccati recursions) and the line search
+     (forward rollouts + cost evaluations until a step is accepted); the rest of an iteration
+     (Python, host transfers) is "other" (the initial guess, rollout and evaluation before the
+     first iteration are not in it);
    - an MPC-like warm-started re-solve: the problem advanced by one knot (x0 = the solution's
      state at knot 1, references shifted) from `init=trajectory.shifted(1)`.
    Whether the PD at dt = 10 ms with one substep is stable (a 3 s open-loop standing rollout
@@ -163,7 +163,7 @@ def split_solve(problem, max_iterations):
     """Solve again with every piece timed (each jitted call waited for)."""
     import jax
 
-    from trajopt import fddp, knot_backends
+    from trajopt import knot_backends
 
     fn = knot_backends.for_problem(problem)
     acc = {"setup": 0.0, "linearisation": 0.0, "backward": 0.0, "line_search": 0.0}
@@ -182,16 +182,17 @@ def split_solve(problem, max_iterations):
         return g
 
     # one call each per iteration (the line search and backward pass again per raised mu)
-    names = ("rollout", "evaluate", "rollout_and_evaluate", "linearize_all", "line_search")
+    names = ("rollout", "evaluate", "rollout_and_evaluate", "linearize_all", "gauss_newton",
+             "backward", "line_search")  # fmt: skip
     saved = {n: getattr(fn, n) for n in names}
-    riccati = fddp.RICCATI
     fn.rollout = wrap(saved["rollout"], "setup", None, None)
     fn.evaluate = wrap(saved["evaluate"], "setup", None, None)
     fn.rollout_and_evaluate = wrap(saved["rollout_and_evaluate"], "setup", None, None)
     fn.linearize_all = wrap(
         saved["linearize_all"], "linearisation", "linearize_calls", lambda _: problem.horizon
     )
-    fddp.RICCATI = wrap(riccati, "backward", "backward_passes", lambda _: 1)
+    fn.gauss_newton = wrap(saved["gauss_newton"], "backward", None, None)
+    fn.backward = wrap(saved["backward"], "backward", "backward_passes", lambda _: 1)
     fn.line_search = wrap(
         saved["line_search"], "line_search", "forward_rollouts", lambda out: int(out[1])
     )
@@ -200,7 +201,6 @@ def split_solve(problem, max_iterations):
     finally:
         for n, f in saved.items():
             setattr(fn, n, f)
-        fddp.RICCATI = riccati
     its = max(stats["iterations"], 1)
     setup = acc.pop("setup")
     out = {k: v / its for k, v in acc.items()}
@@ -506,9 +506,7 @@ def targets(results: dict, s) -> list[str]:
         + ", ".join(
             f"{k.replace('_', ' ')} {100 * v / sp['total']:.0f} %" for k, v in parts.items()
         )
-        + f"). One knot's linearisation (a jitted `jacfwd` of the knot's contact step over 48 "
-        "tangent directions, and of its costs, the foot kinematics over the 18 of `dq`) costs "
-        f"{_ms(sp['per_knot_linearize_s'])} ms, "
+        + f"). One knot's linearisation costs {_ms(sp['per_knot_linearize_s'])} ms, "
         f"{sp['per_knot_linearize_s'] / sp['per_knot_forward_s']:.0f}x the knot's forward step "
         f"({1e3 * sp['per_knot_forward_s']:.3f} ms); Crocoddyl's analytic calc + calcDiff of "
         "all 56 knots costs "
@@ -519,7 +517,31 @@ def targets(results: dict, s) -> list[str]:
             else "(not run)."
         )
     )
+    out += iteration_parts(s.derivatives)
     out += [
+        "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
+        "averages); both solvers were pinned to core 0, which others could also use. Wall "
+        "numbers are medians; CPU-time ratios are given next to wall ratios. Ratios of 10x and "
+        "more are far outside this noise.",
+    ]
+    return out
+
+
+def iteration_parts(derivatives: str) -> list[str]:
+    """What an iteration is made of, and where to gain, for the knots' `derivatives`."""
+    if derivatives == "compiled":
+        return [
+            "- What an iteration is (derivatives='compiled'): the knots' substeps and their "
+            "partial Jacobians in C that CasADi generates, the elimination of each substep's "
+            "tangent system (`v+`, the impulses) in batched NumPy, the costs' Jacobians in "
+            "generated C chained through the forces' in NumPy; the Gauss-Newton model and the "
+            "Riccati recursion in C (`trajopt/riccati.c`); the line search's forward passes in "
+            "generated C and each trial's costs and defects in one JAX call.",
+            "- Where to gain: the NumPy elimination and the trials' JAX evaluations are many "
+            "small calls from Python; in C with the rest they would make the iteration one "
+            "compiled call.",
+        ]
+    return [
         "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
         "previous control skip the dynamics) through the knot's contact step: the "
         "dense rigid-body terms (their joint-angle Jacobian formed once by the floating-base "
@@ -539,12 +561,7 @@ def targets(results: dict, s) -> list[str]:
         "them, and products with `dJ` and `dM` formed from those Jacobians without the "
         "tangents of `J` and `M` themselves (cutting `J`'s alone saves a quarter of a Go2 step's "
         "Jacobian).",
-        "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
-        "averages); both solvers were pinned to core 0, which others could also use. Wall "
-        "numbers are medians; CPU-time ratios are given next to wall ratios. Ratios of 10x and "
-        "more are far outside this noise.",
     ]
-    return out
 
 
 def write_section(path: Path, text: str) -> None:

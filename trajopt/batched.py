@@ -7,7 +7,7 @@ devices (`trajopt.sharding`).
     xs, us, info = results[i]            # as `fddp.solve_fddp(problems[i])` returns them
 
 Same algorithm as `fddp.solve_fddp`, built from the same pure pieces
-(`shooting.linearize_horizon`, `fddp.backward`, `shooting.line_search_trials`,
+(`shooting.linearize_horizon`, `riccati.backward`, `shooting.line_search_trials`,
 `shooting.evaluate`), but every decision the single solver takes on the
 host is taken inside one jitted call per iteration, per problem:
 
@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from . import fddp, knot_backends, sharding, shooting
+from . import fddp, knot_backends, riccati, sharding, shooting
 from . import problem as P
 
 # status codes inside the compiled iteration
@@ -72,7 +72,7 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
         return (~c["accepted"]) & (c["mu"] < MU_MAX)
 
     def body(c):
-        k, K, dV1, _, ok = fddp.backward(lin, defects, c["mu"])
+        k, K, dV1, _, ok = riccati.backward(lin, defects, c["mu"])
         first = jnp.where(c["has_first"] | ~ok, c["first_expected"], jnp.abs(dV1))
         index, _, trial = shooting.line_search_trials(
             problem, data, xs, us, k, K, defects, merit_old

@@ -47,7 +47,7 @@ import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
-from . import casadi_knots, casadi_model, generated_code, shooting
+from . import casadi_knots, casadi_model, compiled_riccati, generated_code, shooting
 from . import problem as P
 from .jax_knots import JaxKnots
 from .shooting import ALPHAS, KnotDynamics, Linearization, index_knots, merit
@@ -134,7 +134,7 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
     N = q.shape[0]
     forward_map, derivative_map = functions.mapped(N)
     plane, numbers = functions.plane, functions.numbers
-    chain = np.broadcast_to(np.eye(n), (N, n, n))  # substep input tangent over the knot's
+    chain = None  # the substep's input tangent over the knot's (None: the identity, at first)
     control_rows = np.broadcast_to(np.eye(n)[2 * nv :], (N, nu, n))
     forces_sum, forces_jac_sum = 0.0, 0.0
     totals, totals_jac, residual = [], [], None
@@ -148,12 +148,14 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
         state, forces_jac, total_jac = substep_jacobians(
             parts, fwd, nv, nu, numbers["dt"], numbers["joint_damping"]
         )
+        if chain is not None:  # chained through the earlier substeps of the knot
+            forces_jac, total_jac, state = (a @ chain for a in (forces_jac, total_jac, state))
         forces_sum = forces_sum + fwd["forces"]
-        forces_jac_sum = forces_jac_sum + forces_jac @ chain
+        forces_jac_sum = forces_jac_sum + forces_jac
         totals.append(fwd["total"])
-        totals_jac.append(total_jac @ chain)
+        totals_jac.append(total_jac)
         residual = fwd["residual"] if residual is None else np.maximum(residual, fwd["residual"])
-        chain = np.concatenate([state @ chain, control_rows], axis=1)
+        chain = np.concatenate([state, control_rows], axis=1)
         q, v = fwd["q_next"], fwd["v_next"]
     totals, totals_jac = np.stack(totals), np.stack(totals_jac)  # (S, N, nu), (S, N, nu, n)
     peak = np.argmax(np.abs(totals), axis=0)  # (N, nu): first substep on ties, as jnp.argmax
@@ -185,6 +187,8 @@ class CompiledKnots:
         self.linearize = self.jax.linearize
         self.linearize_terminal = self.jax.linearize_terminal
         self.forward = self.jax.forward
+        self.gauss_newton = compiled_riccati.gauss_newton  # the Riccati pass in C
+        self.backward = compiled_riccati.backward
         self._recent = None  # (params, gains, generated_code.SubstepFunctions)
         # the own terms: generated into the C library, or evaluated in JAX (`{name: why}`)
         self.generated_terms, self.terms_in_jax = casadi_model.term_split(problem)

@@ -43,11 +43,11 @@ stops with status "diverged". Progress (iteration, cost, step, defects, mu) prin
 `info["timing"]` splits the solve's wall time [s] into the knots' linearisation, the Riccati
 passes, the line searches and the rest (the start's evaluation, host transfers, bookkeeping).
 
-The knots are the problem's knot backend (`trajopt.knot_backends.for_problem`: JAX, or C that
-CasADi generates for `derivatives="compiled"`), which linearises every knot and runs the line
-search's forward passes (`trajopt.shooting`); this module holds the Riccati pass (`backward`, a
-float64 `lax.scan` that flags a `Q_uu` that is not positive definite, so the loop raises `mu`),
-the acceptance of a step and the loop.
+The knots are the problem's knot backend (`trajopt.knot_backends.for_problem`: JAX, or C for
+`derivatives="compiled"`), which linearises every knot, forms the Gauss-Newton model, runs the
+Riccati pass (`trajopt.riccati`, or `trajopt.compiled_riccati`: it flags a `Q_uu` that is not
+positive definite, so the loop raises `mu`) and the line search's forward passes
+(`trajopt.shooting`); this module holds the acceptance of a step and the loop.
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ import numpy as np
 
 from . import knot_backends
 from . import problem as P
-from .program_cache import DiskCachedFunction
 from .shooting import ALPHAS, merit
 
 # Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as
@@ -86,49 +85,6 @@ def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = 
             "linearises in C and takes linearize_threads=1"
         )
     return int(threads)
-
-
-def backward(lin, defects, mu):
-    """Riccati recursion (float64 `lax.scan` from the last knot). `lin` is `linearize_horizon`'s
-    output (or its first seven arrays), `defects (T+1, nx)`, `mu` the regularisation of `Q_uu`.
-
-    Returns `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)`: `dV1 = sum k^T Q_u`,
-    `dV2 = sum k^T Q_uu k` (the expected-change model); `ok` is False when a `Q_uu` is not
-    positive definite (its Cholesky factor is not finite): the caller raises `mu`."""
-    A, B, r, Rx, Ru, rT, RT = lin[:7]
-    nu = B.shape[2]
-    eye = jnp.eye(nu, dtype=B.dtype)
-
-    def step(carry, knot):
-        Vx, Vxx, dV1, dV2, ok = carry
-        A_t, B_t, r_t, Rx_t, Ru_t, f_next = knot
-        vx = Vx + Vxx @ f_next
-        Qx = Rx_t.T @ r_t + A_t.T @ vx
-        Qu = Ru_t.T @ r_t + B_t.T @ vx
-        VA = Vxx @ A_t
-        Qxx = Rx_t.T @ Rx_t + A_t.T @ VA
-        Quu = Ru_t.T @ Ru_t + B_t.T @ Vxx @ B_t + mu * eye
-        Qux = Ru_t.T @ Rx_t + B_t.T @ VA
-        chol = jnp.linalg.cholesky(Quu)
-        gains = -jax.scipy.linalg.cho_solve((chol, True), jnp.concatenate([Qu[:, None], Qux], 1))
-        k, K = gains[:, 0], gains[:, 1:]
-        Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
-        Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
-        Vxx = 0.5 * (Vxx + Vxx.T)
-        ok = ok & jnp.all(jnp.isfinite(chol))
-        return (Vx, Vxx, dV1 + k @ Qu, dV2 + k @ Quu @ k, ok), (k, K)
-
-    zero = jnp.zeros((), dtype=B.dtype)
-    init = (RT.T @ rT, RT.T @ RT, zero, zero, jnp.array(True))
-    (_, _, dV1, dV2, ok), (k, K) = jax.lax.scan(
-        step, init, (A, B, r, Rx, Ru, defects[1:]), reverse=True
-    )
-    return k, K, dV1, dV2, ok
-
-
-# The Riccati pass depends on the arrays' shapes only: one jitted function serves every
-# structure (its traced programs saved on disk per shape, as the knot backends' are).
-RICCATI = DiskCachedFunction("fddp.backward", jax.jit(backward), "riccati")
 
 
 def next_iteration_overruns(elapsed: float, last_iteration: float, budget: float) -> bool:
@@ -272,6 +228,9 @@ def solve_fddp(
         lin = linearize(data, xs, us)
         contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
         timing["linearize"] += time.perf_counter() - tic
+        tic = time.perf_counter()
+        model = fn.gauss_newton(lin)  # the same for every mu of the iteration
+        timing["backward"] += time.perf_counter() - tic
         contact_residuals.append(contact_residual)
         gaps = float(np.sum(np.abs(defects)))
         bound = decrease_bound(cost, tolerance)
@@ -284,16 +243,14 @@ def solve_fddp(
                 out_of_time = True  # keep the current iterate; do not search further
                 break
             tic = time.perf_counter()
-            k, K, dV1, dV2, ok = RICCATI(lin, defects, mu)
-            ok, dV1, dV2, k_host = jax.device_get((ok, dV1, dV2, k))
+            k, K, dV1, dV2, ok = fn.backward(model, defects, mu)
             timing["backward"] += time.perf_counter() - tic
-            if not bool(ok):
+            if not ok:
                 mu *= 10.0
                 continue
-            dV1 = float(dV1)
-            k_max = float(np.max(np.abs(k_host))) if np.size(k_host) else 0.0
+            k_max = float(np.max(np.abs(k))) if np.size(k) else 0.0
             if first is None:
-                first = prediction = (abs(dV1), k_max, mu, float(dV2))
+                first = prediction = (abs(dV1), k_max, mu, dV2)
             tic = time.perf_counter()
             index, _, trial = fn.line_search(data, xs, us, k, K, defects, merit_old)
             index = int(index)

@@ -75,39 +75,46 @@ def _cpu_identity() -> str:
     return platform.machine() + "".join(sorted(set(lines)))
 
 
-def compile_library(functions: list[ca.Function]) -> list[ca.Function]:
-    """The functions as C, compiled into one shared library (cached by the code's hash), loaded
-    with `casadi.external`."""
+def build_library(source: Path, stem: str, flags: tuple[str, ...] = COMPILER_FLAGS) -> Path:
+    """The C file `source` compiled with `flags` into a shared library `<stem>-<hash>.so` in
+    `library_dir()`, where the hash is of the code, the compiler, its flags and the CPU: built
+    once, then found.
+    Processes building the same library at once each write a whole file (a unique name in the
+    folder, then an atomic rename)."""
     folder = library_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    cc = compiler()
+    machine = repr((cc, tuple(flags), _cpu_identity())).encode()
+    key = hashlib.sha256(Path(source).read_bytes() + machine).hexdigest()[:24]
+    library = folder / f"{stem}-{key}.so"
+    with _LOCK:
+        if library.exists():
+            return library
+        if not compiler_available():
+            raise RuntimeError(
+                f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
+                "(install gcc or set CC, or use derivatives='implicit')"
+            )
+        with tempfile.TemporaryDirectory(prefix="diffloco-cc-") as scratch:
+            partial = Path(scratch, f"{stem}.so")
+            subprocess.run([cc, *flags, "-o", str(partial), str(source), "-lm"],
+                           check=True, capture_output=True)  # fmt: skip
+            handle, staged = tempfile.mkstemp(suffix=".so.part", dir=folder)
+            os.close(handle)
+            shutil.copyfile(partial, staged)
+            os.replace(staged, library)
+    return library
+
+
+def compile_library(functions: list[ca.Function]) -> list[ca.Function]:
+    """The functions as C, compiled into one shared library (`build_library`), loaded with
+    `casadi.external`."""
     generator = ca.CodeGenerator("knots.c", {"with_header": False})
     for f in functions:
         generator.add(f)
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
         generator.generate(scratch + os.sep)
-        source = Path(scratch, "knots.c").read_bytes()
-        cc = compiler()
-        machine = repr((cc, COMPILER_FLAGS, _cpu_identity())).encode()
-        key = hashlib.sha256(source + machine).hexdigest()[:24]
-        library = folder / f"knots-{key}.so"
-        with _LOCK:
-            if not library.exists():
-                if not compiler_available():
-                    raise RuntimeError(
-                        f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
-                        "(install gcc or set CC, or use derivatives='implicit')"
-                    )
-                partial = Path(scratch, "knots.so")
-                subprocess.run(
-                    [cc, *COMPILER_FLAGS, "-o", str(partial), str(Path(scratch, "knots.c"))],
-                    check=True, capture_output=True,
-                )  # fmt: skip
-                # a unique name in the folder, then an atomic rename: processes compiling the
-                # same library at once each write a whole file
-                handle, staged = tempfile.mkstemp(suffix=".so.part", dir=folder)
-                os.close(handle)
-                shutil.copyfile(partial, staged)
-                os.replace(staged, library)
+        library = build_library(Path(scratch, "knots.c"), "knots")
     return [ca.external(f.name(), str(library)) for f in functions]
 
 

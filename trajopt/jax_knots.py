@@ -10,6 +10,8 @@ structure (`shooting.structure_key`) share one backend:
     evaluate_transitions(data, xs, us, nexts, forces, taus) -> (cost, terms, defects, ...)
     linearize_all(data, xs, us) -> shooting.Linearization
     line_search(data, xs, us, k, K, defects, merit_old) -> (index, trials, trial)
+    gauss_newton(lin) -> the Riccati pass's model of the linearisation (here `lin` itself)
+    backward(model, defects, mu) -> (k (T, nu) NumPy, K (T, nu, nx), dV1, dV2, ok) as floats
     linearize(data, x, u, t), linearize_terminal(data, x), forward(data, xs, us, k, K, f, a)
 
 An FDDP iteration is `linearize_all` (every knot, one call), the Riccati pass and `line_search`
@@ -34,6 +36,7 @@ import numpy as np
 from . import problem as P
 from . import shooting
 from .program_cache import DiskCachedFunction
+from .riccati import RICCATI
 
 
 class JaxKnots:
@@ -66,6 +69,20 @@ class JaxKnots:
         self.linearize_knots = disk("linearize_knots", bound(shooting.linearize_knots))
         self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
         self.line_search = disk("line_search", bound(shooting.line_search_trials))
+
+    @staticmethod
+    def gauss_newton(lin):
+        """The Riccati pass's model of `lin`: `lin` itself (`trajopt.riccati.backward` forms
+        `R^T r` and `R^T R` inside its scan)."""
+        return lin
+
+    @staticmethod
+    def backward(model, defects, mu: float):
+        """`trajopt.riccati.RICCATI` on `model`: `(k, K, dV1, dV2, ok)` with `k` on the host
+        (NumPy), `K` on the device, the rest Python numbers (one transfer)."""
+        k, K, dV1, dV2, ok = RICCATI(model, defects, mu)
+        ok, dV1, dV2, k = jax.device_get((ok, dV1, dV2, k))
+        return k, K, float(dV1), float(dV2), bool(ok)
 
     def linearize_in_two_threads(self, data, xs, us) -> shooting.Linearization:
         """`linearize_all` with the running knots split in two halves, linearised at the same

@@ -1,10 +1,14 @@
 """The compiled FDDP iteration (issue 15, item 3) against independent references.
 
-- the `lax.scan` Riccati recursion (`fddp.backward`) equals a NumPy recursion written here
+- the `lax.scan` Riccati recursion (`riccati.backward`) equals a NumPy recursion written here
   (the solver's former backward pass) to 1e-10 on random data, and flags a `Q_uu` that is not
   positive definite where NumPy's Cholesky refuses it;
 - all knots linearised in one call equal the per-knot jitted linearisation;
-- the line search in one call accepts the same step as trying `ALPHAS` one by one on the host.
+- the line search in one call accepts the same step as trying `ALPHAS` one by one on the host;
+- the Riccati recursion in C (`compiled_riccati`, derivatives="compiled") equals the NumPy
+  recursion on random data with the knot state's structure (zero rows and columns of `A`, the
+  identity rows of `B`) and JAX's on a Go2 trot's linearisation, to 1e-10, and flags the same
+  indefinite `Q_uu`.
 """
 
 import jax
@@ -12,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import fddp, knot_backends, shooting
+from trajopt import compiled_riccati, fddp, generated_code, knot_backends, riccati, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess
 
@@ -60,7 +64,7 @@ def random_linearisation(rng, T=7, nx=6, nu=3, nr=9, nr_T=5):
 def test_compiled_backward_pass_equals_the_numpy_recursion(seed):
     lin, defects = random_linearisation(np.random.default_rng(seed))
     for mu in (0.0, 1e-6, 1.0):
-        k, K, dV1, dV2, ok = jax.jit(fddp.backward)(lin, defects, mu)
+        k, K, dV1, dV2, ok = jax.jit(riccati.backward)(lin, defects, mu)
         k_ref, K_ref, dV1_ref, dV2_ref = numpy_backward(*lin, defects, mu)
         assert bool(ok)
         scale = max(1.0, np.abs(K_ref).max())
@@ -78,8 +82,86 @@ def test_compiled_backward_pass_flags_an_indefinite_q_uu():
     lin = (A, B, r, Rx, Ru, rT, np.zeros_like(RT))
     mu = -1.0
     assert numpy_backward(*lin, defects, mu) is None
-    *_, ok = jax.jit(fddp.backward)(lin, defects, mu)
+    *_, ok = jax.jit(riccati.backward)(lin, defects, mu)
     assert not bool(ok)
+
+
+def structured_linearisation(rng, T=6, nq=5, nu=3, nr=11, nr_T=4):
+    """Random data shaped like a knot state `(dq, dv, u_prev)`: `A`'s `u_prev` rows and
+    columns zero (the next state does not read it), `B`'s `u_prev` rows the identity, sparse
+    residual Jacobians (every Gauss-Newton product's zero-skipping branch runs)."""
+    nx = 2 * nq + nu
+    (A, B, r, Rx, Ru, rT, RT), defects = random_linearisation(rng, T, nx, nu, nr, nr_T)
+    A[:, 2 * nq :, :] = 0.0
+    A[:, :, 2 * nq :] = 0.0
+    B[:, 2 * nq :, :] = np.eye(nu)
+    Rx = Rx * (rng.random(Rx.shape) < 0.3)
+    Ru = Ru * (rng.random(Ru.shape) < 0.3)
+    return (A, B, r, Rx, Ru, rT, RT), defects
+
+
+needs_compiler = pytest.mark.skipif(
+    not generated_code.compiler_available(),
+    reason=f"no C compiler ({generated_code.compiler()!r}) for the Riccati pass in C",
+)
+
+
+@needs_compiler
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_riccati_pass_in_c_equals_the_numpy_recursion(seed):
+    rng = np.random.default_rng(seed)
+    for lin, defects in (random_linearisation(rng), structured_linearisation(rng)):
+        model = compiled_riccati.gauss_newton(lin)
+        A, B, r, Rx, Ru, *_ = lin
+        np.testing.assert_allclose(model.l_xx, np.swapaxes(Rx, 1, 2) @ Rx, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(model.l_ux, np.swapaxes(Ru, 1, 2) @ Rx, rtol=0, atol=1e-12)
+        for mu in (0.0, 1e-6, 1.0):
+            k, K, dV1, dV2, ok = compiled_riccati.backward(model, defects, mu)
+            k_ref, K_ref, dV1_ref, dV2_ref = numpy_backward(*lin, defects, mu)
+            assert ok
+            scale = max(1.0, np.abs(K_ref).max())
+            np.testing.assert_allclose(k, k_ref, rtol=0, atol=1e-10 * scale)
+            np.testing.assert_allclose(K, K_ref, rtol=0, atol=1e-10 * scale)
+            assert dV1 == pytest.approx(dV1_ref, rel=1e-10)
+            assert dV2 == pytest.approx(dV2_ref, rel=1e-10)
+
+
+@needs_compiler
+def test_the_riccati_pass_in_c_flags_an_indefinite_q_uu_and_bad_shapes():
+    rng = np.random.default_rng(3)
+    (A, B, r, Rx, Ru, rT, RT), defects = random_linearisation(rng)
+    lin = (A, B, r, Rx, 1e-3 * Ru, rT, np.zeros_like(RT))
+    assert numpy_backward(*lin, defects, -1.0) is None
+    assert not compiled_riccati.backward(compiled_riccati.gauss_newton(lin), defects, -1.0)[4]
+    model = compiled_riccati.gauss_newton(lin)
+    with pytest.raises(ValueError, match=r"defects must be \(8, 6\)"):
+        compiled_riccati.backward(model, defects[1:], 1e-6)
+    with pytest.raises(ValueError, match="inconsistent linearisation shapes"):
+        compiled_riccati.gauss_newton((A, B[:, :, :2], r, Rx, Ru, rT, RT))
+
+
+@needs_compiler
+def test_the_riccati_pass_in_c_equals_jaxs_on_a_go2_trot():
+    """The Go2 trot of the MPC's kind (smooth contact, 10 knots), linearised by the generated
+    code part-way through a solve: gains and expected change of the C pass against the
+    `lax.scan` one, with defects, at the solver's smallest and a large `mu`."""
+    problem = make_problem("go2", "trot", 0.5, duration=0.2, dt=0.02, substeps=2,
+                           contact="smooth", derivatives="compiled")  # fmt: skip
+    fn = knot_backends.for_problem(problem)
+    assert fn.backward is compiled_riccati.backward  # what the solver calls for this problem
+    _, us = initial_guess(problem)
+    xs, us, _ = fddp.solve_fddp(problem, None, us, max_iterations=2, verbose=False)
+    lin = fn.linearize_all(problem.data, xs, us)
+    defects = 1e-3 * np.random.default_rng(4).normal(size=(problem.horizon + 1, problem.nx))
+    model = fn.gauss_newton(lin)
+    for mu in (1e-9, 10.0):
+        k, K, dV1, dV2, ok = fn.backward(model, defects, mu)
+        k_j, K_j, dV1_j, dV2_j, ok_j = jax.device_get(riccati.RICCATI(lin, defects, mu))
+        assert ok and bool(ok_j)
+        np.testing.assert_allclose(k, k_j, rtol=0, atol=1e-10 * max(1.0, np.abs(k_j).max()))
+        np.testing.assert_allclose(K, K_j, rtol=0, atol=1e-10 * max(1.0, np.abs(K_j).max()))
+        assert dV1 == pytest.approx(float(dV1_j), rel=1e-10)
+        assert dV2 == pytest.approx(float(dV2_j), rel=1e-10)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +193,7 @@ def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(ti
     cost, _, defects, _, _ = fn.evaluate(data, xs, us)
     defects = np.asarray(defects)
     lin = fn.linearize_all(data, xs, us)
-    k, K, *_ = fddp.RICCATI(lin, defects, 1e-6)
+    k, K, *_ = riccati.RICCATI(lin, defects, 1e-6)
     for merit_old in (shooting.merit(cost, defects), float(cost) - 1e-3, -1.0):
         expected = -1
         for i, alpha in enumerate(shooting.ALPHAS):  # the former host loop, one call per step

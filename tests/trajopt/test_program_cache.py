@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import fddp, jax_knots, knot_backends, program_cache, shooting
+from trajopt import fddp, jax_knots, knot_backends, program_cache, riccati, shooting
 from trajopt.program_cache import DiskCachedFunction
 
 
@@ -158,13 +158,13 @@ def test_an_fddp_solve_loaded_from_disk_is_the_same_bit_for_bit(folder):
     solves = []
     for _ in range(2):
         knot_backends.clear(jax_caches=False)
-        fddp.RICCATI.forget()  # with the backends: what a new process holds
-        riccati_loaded = fddp.RICCATI.loaded
+        riccati.RICCATI.forget()  # with the backends: what a new process holds
+        riccati_loaded = riccati.RICCATI.loaded
         solves.append(fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False))
         fn = knot_backends.for_problem(problem)
     names = ("rollout_and_evaluate", "linearize_all", "line_search")
     assert all(getattr(fn, n).loaded >= 1 and getattr(fn, n).exported == 0 for n in names)
-    assert fddp.RICCATI.loaded > riccati_loaded  # the second solve read the Riccati pass
+    assert riccati.RICCATI.loaded > riccati_loaded  # the second solve read the Riccati pass
     (xs_a, us_a, info_a), (xs_b, us_b, info_b) = solves
     assert _same((xs_a, us_a), (xs_b, us_b))
     assert info_a["iterations"] == info_b["iterations"] >= 1
@@ -181,4 +181,5 @@ def test_the_fddp_iteration_functions_are_keyed_by_the_structure():
         assert isinstance(f, DiskCachedFunction) and f.name == f"fddp.{name}"
         assert f.context == repr(shooting.structure_key(problem))
     # the Riccati pass reads shapes only: one function for every structure
-    assert isinstance(fddp.RICCATI, DiskCachedFunction) and fddp.RICCATI.name == "fddp.backward"
+    assert isinstance(riccati.RICCATI, DiskCachedFunction)
+    assert riccati.RICCATI.name == "riccati.backward"

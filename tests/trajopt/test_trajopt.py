@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import contact
-from trajopt import fddp, knot_backends, shooting
+from trajopt import fddp, knot_backends, riccati, shooting
 from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
@@ -316,7 +316,7 @@ def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_pro
     assert info["status"] == "line_search_failed" and info["iterations"] == 1
     assert not info["history"] and info["cost"] == float(cost)
     lin = wrong_sign(short_problem.data, xs, us)
-    _, _, dV1, _, _ = fddp.RICCATI(lin, np.zeros((short_problem.horizon + 1, short_problem.nx)),
+    _, _, dV1, _, _ = riccati.RICCATI(lin, np.zeros((short_problem.horizon + 1, short_problem.nx)),
                                    1e-6)  # fmt: skip
     reason = info["reason"]
     assert f"predicted a decrease of {abs(float(dV1)):.3g} for the full step" in reason
