@@ -246,6 +246,41 @@ def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     )  # fmt: skip
 
 
+def cost_values_function(problem: P.Problem, m, plane) -> ca.Function:
+    """A knot's running term costs `0.5 w_i |r_i|^2` (`running_terms` order) at `(x, u, forces,
+    taus)`, without derivatives (a line search's trials): inputs as `costs_function` with the
+    weights `w` (one per running term) in place of their square roots; output `costs`."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
+    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
+    own = term_split(problem)[0]
+    ref = ca.SX.sym("ref", row_size(problem, own))
+    terms = running_terms(problem)
+    w = ca.SX.sym("w", len(terms))
+    res = running_residuals(
+        problem, m, plane, x, u, ca.reshape(forces, 3, k).T, taus,
+        unpack_reference(problem, ref), unpack_targets(problem, own, ref), own,
+    )  # fmt: skip
+    costs = ca.vertcat(*[0.5 * w[i] * ca.sumsqr(res[name]) for i, name in enumerate(terms)])
+    return ca.Function("knot_cost_values", [x, u, forces, taus, ref, w], [costs],
+                       ["x", "u", "forces", "taus", "ref", "w"], ["costs"])  # fmt: skip
+
+
+def terminal_values_function(problem: P.Problem, m, plane) -> ca.Function:
+    """The terminal term costs `0.5 w_i |r_i|^2` (`terminal_terms` order) at `x`: inputs `x`,
+    `ref` (a `knot_rows` row), `w` (one per term); output `costs`."""
+    nq, nv, nu = m.nq, m.nv, m.nu
+    own = term_split(problem)[0]
+    terms = terminal_terms(problem)
+    x, ref = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("ref", row_size(problem, own))
+    w = ca.SX.sym("w", len(terms))
+    res = terminal_residuals(problem, m, plane, x, unpack_reference(problem, ref),
+                             unpack_targets(problem, own, ref), own)  # fmt: skip
+    costs = ca.vertcat(*[0.5 * w[i] * ca.sumsqr(res[name]) for i, name in enumerate(terms)])
+    return ca.Function("terminal_cost_values", [x, ref, w], [costs], ["x", "ref", "w"],
+                       ["costs"])  # fmt: skip
+
+
 def terminal_function(problem: P.Problem, m, plane) -> ca.Function:
     """The weighted terminal residuals `[sqrt(w_i) r_i]` (`terminal_terms` order;
     `trajopt.problem.terminal_residuals`) and their Jacobian over the knot's tangent

@@ -29,10 +29,11 @@ agree with `derivatives="implicit"` to rounding (`tests/trajopt/test_compiled_kn
 
 `CompiledKnots` is a knot backend with the calls of `trajopt.jax_knots.JaxKnots`: its
 linearisation (`knot_dynamics` above, and the costs' Jacobians chained through the forces' and
-torques' as `shooting.knot_costs` does), its rollout and its line search's forward passes run in
-the generated C (`trajopt.generated_code`); the trials' costs and defects
-(`shooting.evaluate_transitions`) and the Riccati pass stay in JAX. Supported: what the CasADi
-model supports (`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque
+torques' as `shooting.knot_costs` does), its rollout, its line search's forward passes and
+their costs run in the generated C (`trajopt.generated_code`), its Gauss-Newton model and
+Riccati pass in C (`trajopt.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
+pass's (`CompiledKnots.evaluate_forward`), and own terms that CasADi cannot evaluate are
+evaluated in JAX. Supported: what the CasADi model supports (`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque
 control).
 """
 
@@ -175,8 +176,9 @@ def flat_states(xs) -> np.ndarray:
 
 class CompiledKnots:
     """The knot backend of a `derivatives="compiled"` problem structure: the calls of
-    `JaxKnots` (`trajopt.jax_knots`), with the linearisation, the rollout and the line search's
-    forward passes in generated C and the costs and defects of a trial in JAX."""
+    `JaxKnots` (`trajopt.jax_knots`), with the linearisation, the rollout, the line search's
+    forward passes and their costs in generated C, and the Riccati pass in C
+    (`trajopt.compiled_riccati`)."""
 
     def __init__(self, problem: P.Problem):
         self.problem = problem
@@ -193,6 +195,7 @@ class CompiledKnots:
         # the own terms: generated into the C library, or evaluated in JAX (`{name: why}`)
         self.generated_terms, self.terms_in_jax = casadi_model.term_split(problem)
         self._jax_costs = None
+        self._rows = None  # (data, knot_rows(data)) of the last data evaluated
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
 
     def functions(self, data) -> generated_code.SubstepFunctions:
@@ -313,19 +316,59 @@ class CompiledKnots:
             out["forces"][..., 0].reshape(T, m.nfeet, 3), out["taus"][..., 0],
         )  # fmt: skip
 
+    def knot_rows(self, data) -> np.ndarray:
+        """`casadi_model.knot_rows` of `data` (references and the generated terms' targets),
+        kept for the last `data` object: a line search reads it once per trial."""
+        if self._rows is None or self._rows[0] is not data:
+            self._rows = (data, casadi_model.knot_rows(self.problem, data, self.generated_terms))
+        return self._rows[1]
+
+    def evaluate_forward(self, data, xs, us, forces, taus, defects):
+        """`(cost, terms, defects, forces, taus)` of a forward pass's result, as
+        `shooting.evaluate_transitions` returns them, with the costs in the generated C (no
+        derivatives) and the defects given: a forward pass at step `alpha` from defects `f`
+        leaves `local(x_{t+1}, F(x_t, u_t)) = local(retract(y, (alpha - 1) f), y) =
+        (1 - alpha) f` (`y` the knot's reached state; `local(retract(y, d), y) = -d` on the
+        state's manifold), and `f_0 = 0` (the pass starts at `x0`). Own terms that run in JAX
+        (`terms_in_jax`) take `evaluate_transitions` instead."""
+        problem, functions = self.problem, self.functions(data)
+        T = problem.horizon
+        flat, refs = flat_states(xs), self.knot_rows(data)
+        running = casadi_knots.running_terms(problem)
+        terminal = casadi_knots.terminal_terms(problem)
+        terms = {}
+        if running:
+            w = np.array([float(data.weights[name]) for name in running])
+            values = functions.cost_values_mapped(T)(
+                flat[:T], us, np.reshape(forces, (T, -1)), taus, refs[:T],
+                np.broadcast_to(w, (T, len(running))),
+            )["costs"][..., 0].sum(axis=0)  # fmt: skip
+            terms.update(zip(running, values.tolist(), strict=True))
+        if terminal:
+            w_T = np.array([[float(data.weights[name]) for name in terminal]])
+            values = functions.terminal_values_call()(flat[T:], refs[T:], w_T)["costs"][0, :, 0]
+            terms.update(zip(terminal, values.tolist(), strict=True))
+        return sum(terms.values()), terms, np.asarray(defects), forces, taus
+
     def line_search(self, data, xs, us, k, K, defects, merit_old):
-        """`shooting.line_search_trials` with each trial's forward pass in C and its costs and
-        defects in one JAX call (`evaluate_transitions`); the same trials, in the same order,
-        and the same return values."""
+        """`shooting.line_search_trials` with each trial's forward pass and costs in C
+        (`evaluate_forward`; own terms in JAX: `evaluate_transitions`); the same trials, in the
+        same order, and the same return values."""
         k, K, defects = (np.asarray(a) for a in (k, K, defects))
         trial = None
         for i, alpha in enumerate(ALPHAS):
             xs_t, us_t, reached, forces_t, taus_t = self.forward_with_transitions(
                 data, xs, us, k, K, defects, alpha
             )
-            evaluated = jax.device_get(
-                self.evaluate_transitions(data, xs_t, us_t, reached, forces_t, taus_t)
-            )
+            if self.terms_in_jax:
+                evaluated = jax.device_get(
+                    self.evaluate_transitions(data, xs_t, us_t, reached, forces_t, taus_t)
+                )
+            else:
+                trial_defects = (1.0 - alpha) * defects
+                trial_defects[0] = 0.0
+                evaluated = self.evaluate_forward(data, xs_t, us_t, forces_t, taus_t,
+                                                  trial_defects)  # fmt: skip
             cost, terms, d, forces, taus = evaluated
             trial = (xs_t, us_t, cost, terms, d, forces, taus)
             if np.isfinite(cost) and np.all(np.isfinite(d)) and merit(cost, d) < merit_old:
@@ -343,4 +386,6 @@ class CompiledKnots:
             data, start, np.asarray(us), np.zeros((T, nu)), np.zeros((T, nu, nx)),
             np.zeros((T + 1, nx)), 1.0,
         )  # fmt: skip
-        return (xs,) + tuple(self.evaluate_transitions(data, xs, us_t, reached, forces, taus))
+        if self.terms_in_jax:
+            return (xs,) + tuple(self.evaluate_transitions(data, xs, us_t, reached, forces, taus))
+        return (xs,) + self.evaluate_forward(data, xs, us_t, forces, taus, np.zeros((T + 1, nx)))

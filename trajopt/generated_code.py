@@ -148,12 +148,15 @@ class MappedCall:
 class SubstepFunctions:
     """The compiled functions of one problem setting: a substep's forward and derivative
     functions, mapped over `n` knots at a time (`mapped(n)`, cached), a knot of FDDP's forward
-    pass, folded over the horizon (`forward_pass(n)`), and the knot and terminal costs
-    (`costs_mapped(n)`, `terminal_call()`)."""
+    pass, folded over the horizon (`forward_pass(n)`), the knot and terminal costs with their
+    Jacobians (`costs_mapped(n)`, `terminal_call()`) and without (`cost_values_mapped(n)`,
+    `terminal_values_call()`)."""
 
-    def __init__(self, forward, derivative, knot_forward, costs, terminal, plane, numbers):
+    def __init__(self, forward, derivative, knot_forward, costs, terminal, cost_values,
+                 terminal_values, plane, numbers):  # fmt: skip
         self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
         self.costs, self.terminal = costs, terminal
+        self.cost_values, self.terminal_values = cost_values, terminal_values
         self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
         self._calls: dict = {}  # (name, n) -> MappedCall
 
@@ -180,6 +183,14 @@ class SubstepFunctions:
     def terminal_call(self) -> MappedCall:
         """`terminal` for one knot."""
         return self._call("terminal", 1)
+
+    def cost_values_mapped(self, n: int) -> MappedCall:
+        """`cost_values` (the running term costs, no derivatives) over `n` knots."""
+        return self._call("cost_values", n)
+
+    def terminal_values_call(self) -> MappedCall:
+        """`terminal_values` (the terminal term costs) for one knot."""
+        return self._call("terminal_values", 1)
 
 
 def library_key(problem: P.Problem) -> tuple:
@@ -229,6 +240,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         casadi_knots.knot_forward_function(problem, m, plane, numbers),
         casadi_knots.costs_function(problem, m, plane),
         casadi_knots.terminal_function(problem, m, plane),
+        casadi_knots.cost_values_function(problem, m, plane),
+        casadi_knots.terminal_values_function(problem, m, plane),
     ]
     _FUNCTIONS[key] = SubstepFunctions(*compile_library(built), plane, numbers)
     while len(_FUNCTIONS) > MAX_LOADED:

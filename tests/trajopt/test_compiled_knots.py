@@ -196,6 +196,42 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
             np.testing.assert_allclose(a, np.asarray(b), rtol=1e-9, atol=1e-9)
 
 
+def test_a_trials_costs_in_c_equal_the_jax_evaluation():
+    """A forward pass's trial evaluated in C (`evaluate_forward`: the term costs by the
+    generated code, the defects `(1 - alpha) f`) against `shooting.evaluate_transitions`
+    (JAX, the defects by `local` of the trial's states): every term's cost to 1e-12, the
+    defects to 1e-9 of their size, at a full and a partial step from random gains and defects;
+    and the line search takes that evaluation."""
+    problem = _problem()
+    fn = knot_backends.for_problem(problem)
+    assert not fn.terms_in_jax
+    xs, us = initial_guess(problem)
+    T, nu, nx = problem.horizon, problem.nu, problem.nx
+    rng = np.random.default_rng(1)
+    k = 0.05 * rng.normal(size=(T, nu))
+    K = 0.05 * rng.normal(size=(T, nu, nx))
+    defects = 1e-3 * rng.normal(size=(T + 1, nx))
+    for alpha in (1.0, 0.25):
+        xs_t, us_t, reached, forces, taus = fn.forward_with_transitions(
+            problem.data, xs, us, k, K, defects, alpha
+        )
+        cost, terms, d, *_ = jax.device_get(
+            fn.evaluate_transitions(problem.data, xs_t, us_t, reached, forces, taus)
+        )
+        trial_defects = (1.0 - alpha) * defects
+        trial_defects[0] = 0.0
+        cost_c, terms_c, d_c, *_ = fn.evaluate_forward(problem.data, xs_t, us_t, forces, taus,
+                                                       trial_defects)  # fmt: skip
+        assert set(terms_c) == set(terms) and len(terms) > 10
+        for name in terms:
+            assert terms_c[name] == pytest.approx(float(terms[name]), rel=1e-12, abs=1e-12), name
+        assert cost_c == pytest.approx(float(cost), rel=1e-12)
+        np.testing.assert_allclose(d_c, d, rtol=0, atol=1e-9 * np.abs(defects).max())
+    merit_old = shooting.merit(cost, d) + 1.0
+    index, _, trial = fn.line_search(problem.data, xs, us, k, K, defects, merit_old)
+    assert int(index) >= 0 and trial[2] < merit_old
+
+
 def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
     """The knots' weighted residuals and their Jacobians in C (`CompiledKnots.knot_costs`)
     against `shooting.knot_costs` (and `_linearize_terminal`) with the same dynamics: the cost
