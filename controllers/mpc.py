@@ -339,7 +339,7 @@ class MPC:
                                  period=self.gait_period)  # fmt: skip
         if self.command is not None:
             ref = dataclasses.replace(
-                ref, base_velocity=jnp.tile(jnp.asarray(self.command), (pr.horizon + 1, 1))
+                ref, base_velocity=jnp.asarray(np.tile(self.command, (pr.horizon + 1, 1)))
             )
         x0 = P.initial_knot_state(
             self.model,

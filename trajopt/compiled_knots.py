@@ -33,13 +33,15 @@ torques' as `shooting.knot_costs` does), its rollout, its line search's forward 
 their costs run in the generated C (`trajopt.generated_code`), its Gauss-Newton model and
 Riccati pass in C (`trajopt.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
 pass's (`CompiledKnots.evaluate_forward`), and own terms that CasADi cannot evaluate are
-evaluated in JAX. Supported: what the CasADi model supports (`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque
-control).
+evaluated in JAX. Supported: what the CasADi model supports (`trajopt.casadi_model`: hard
+and smooth contact, plane terrains, pd and torque control).
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import time
 
 import jax
@@ -48,7 +50,7 @@ import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
-from . import casadi_knots, casadi_model, compiled_riccati, generated_code, shooting
+from . import c_kernels, casadi_knots, casadi_model, compiled_riccati, generated_code, shooting
 from . import problem as P
 from .jax_knots import JaxKnots
 from .shooting import ALPHAS, KnotDynamics, Linearization, index_knots, merit
@@ -121,6 +123,45 @@ def substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, d
     return np.concatenate([dq, dv], axis=1), d_forces, d_total
 
 
+@functools.cache
+def _elimination() -> ctypes.CDLL:
+    """`trajopt/substep_elimination.c` (`substep_jacobians` in C), built on first use."""
+    return c_kernels.load("substep_elimination", {"substep_elimination": (
+        ctypes.c_int,
+        [ctypes.c_int] * 5 + [ctypes.c_double] * 3 + [c_kernels.DOUBLES] * 17
+        + [c_kernels.INTS],
+    )})  # fmt: skip
+
+
+def substep_jacobians_in_c(parts: dict, forward: dict, nv: int, nu: int, dt: float,
+                           damping: float, rcond: float = TANGENT_RCOND):  # fmt: skip
+    """`substep_jacobians` with every knot's elimination in C (`substep_elimination.c`), except
+    the knots whose `A` the C code cannot prove regular at `rcond` (`tangent_solve`'s bound),
+    which take `substep_jacobians` (the pseudo-inverse at `TANGENT_RCOND`): the same values to
+    rounding."""
+    jac = parts["jac"]
+    N, k3 = jac.shape[0], jac.shape[1]
+    k, n = k3 // 3, parts["phi1_e"].shape[-1]
+    state, forces, total = np.empty((N, 2 * nv, n)), np.empty((N, k3, n)), np.empty((N, nu, n))
+    irregular = np.zeros(N, dtype=np.int32)
+    b = c_kernels.buffer
+    status = _elimination().substep_elimination(
+        N, nv, nu, k, n, dt, damping, rcond, b(parts["mass"]), b(jac), b(parts["w"]),
+        b(parts["D"]), b(forward["steps"]), b(parts["phi1_e"]), b(parts["phi3_e"]),
+        b(parts["u_e"]), b(parts["q_e"]), b(parts["q_v"]), b(parts["w_e"]), b(parts["tau_e"]),
+        b(forward["p"]), b(forward["frame"]), state, forces, total, irregular,
+    )  # fmt: skip
+    if status < 0:
+        raise MemoryError("the substep elimination could not allocate its work space")
+    rest = np.flatnonzero(irregular)
+    if rest.size:
+        batched = {name: value[rest] for name, value in parts.items()}
+        fwd = {"steps": forward["steps"][rest], "p": forward["p"][rest], "frame": forward["frame"]}
+        state[rest], forces[rest], total[rest] = substep_jacobians(batched, fwd, nv, nu, dt,
+                                                                   damping)  # fmt: skip
+    return state, forces, total
+
+
 def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions, q, v, u) -> dict:
     """N knots' transitions and their Jacobians over `(dq, dv, du)` at `x = (q (N, nq), v (N, nv))`
     under `u (N, nu)`, as `trajopt.shooting.knot_dynamics` computes them with
@@ -146,7 +187,7 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
             q, v, u, fwd["v_next"], fwd["p"], fwd["s"], fwd["steps"], fwd["q_next"]
         )
         parts["w"] = parts["w"][..., 0]
-        state, forces_jac, total_jac = substep_jacobians(
+        state, forces_jac, total_jac = substep_jacobians_in_c(
             parts, fwd, nv, nu, numbers["dt"], numbers["joint_damping"]
         )
         if chain is not None:  # chained through the earlier substeps of the knot
@@ -195,7 +236,7 @@ class CompiledKnots:
         # the own terms: generated into the C library, or evaluated in JAX (`{name: why}`)
         self.generated_terms, self.terms_in_jax = casadi_model.term_split(problem)
         self._jax_costs = None
-        self._rows = None  # (data, knot_rows(data)) of the last data evaluated
+        self._arrays = None  # (data, data_arrays(data)) of the last data read
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
 
     def functions(self, data) -> generated_code.SubstepFunctions:
@@ -236,9 +277,9 @@ class CompiledKnots:
         functions = self.functions(data)
         T, nx = problem.horizon, problem.nx
         flat = flat_states(xs)
-        refs = casadi_model.knot_rows(problem, data, self.generated_terms)
+        refs, w, w_T = self.data_arrays(data)
         terms = casadi_knots.running_terms(problem)
-        sqrt_w = np.sqrt(np.array([float(data.weights[name]) for name in terms]))
+        sqrt_w = np.sqrt(w)
         out = functions.costs_mapped(T)(
             flat[:T], us, np.reshape(dyn.forces, (T, -1)), dyn.taus, refs[:T],
             np.broadcast_to(sqrt_w, (T, len(terms))),
@@ -253,8 +294,7 @@ class CompiledKnots:
         r = out["r"][..., 0]
         terminal_terms = casadi_knots.terminal_terms(problem)
         if terminal_terms:
-            w_T = np.sqrt(np.array([[float(data.weights[name]) for name in terminal_terms]]))
-            terminal = functions.terminal_call()(flat[T:], refs[T:], w_T)
+            terminal = functions.terminal_call()(flat[T:], refs[T:], np.sqrt(w_T)[None])
             r_T, R_T = terminal["r"][0, :, 0], terminal["r_x"][0]
         else:
             r_T, R_T = np.zeros(0), np.zeros((0, nx))
@@ -316,12 +356,22 @@ class CompiledKnots:
             out["forces"][..., 0].reshape(T, m.nfeet, 3), out["taus"][..., 0],
         )  # fmt: skip
 
-    def knot_rows(self, data) -> np.ndarray:
-        """`casadi_model.knot_rows` of `data` (references and the generated terms' targets),
-        kept for the last `data` object: a line search reads it once per trial."""
-        if self._rows is None or self._rows[0] is not data:
-            self._rows = (data, casadi_model.knot_rows(self.problem, data, self.generated_terms))
-        return self._rows[1]
+    def data_arrays(self, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`(rows, w_running, w_terminal)` of `data`: its `casadi_model.knot_rows` (references
+        and the generated terms' targets) and the weights of `casadi_knots.running_terms` and
+        `terminal_terms`, as NumPy, kept for the last `data` object (read at every
+        linearisation and line-search trial; one transfer of the weights)."""
+        if self._arrays is None or self._arrays[0] is not data:
+            problem = self.problem
+            weights = jax.device_get(data.weights)
+            rows = casadi_model.knot_rows(problem, data, self.generated_terms)
+            w_running, w_terminal = (
+                np.array([float(weights[name]) for name in names], dtype=float)
+                for names in (casadi_knots.running_terms(problem),
+                              casadi_knots.terminal_terms(problem))
+            )  # fmt: skip
+            self._arrays = (data, (rows, w_running, w_terminal))
+        return self._arrays[1]
 
     def evaluate_forward(self, data, xs, us, forces, taus, defects):
         """`(cost, terms, defects, forces, taus)` of a forward pass's result, as
@@ -333,20 +383,19 @@ class CompiledKnots:
         (`terms_in_jax`) take `evaluate_transitions` instead."""
         problem, functions = self.problem, self.functions(data)
         T = problem.horizon
-        flat, refs = flat_states(xs), self.knot_rows(data)
+        flat, (refs, w, w_T) = flat_states(xs), self.data_arrays(data)
         running = casadi_knots.running_terms(problem)
         terminal = casadi_knots.terminal_terms(problem)
         terms = {}
         if running:
-            w = np.array([float(data.weights[name]) for name in running])
             values = functions.cost_values_mapped(T)(
                 flat[:T], us, np.reshape(forces, (T, -1)), taus, refs[:T],
                 np.broadcast_to(w, (T, len(running))),
             )["costs"][..., 0].sum(axis=0)  # fmt: skip
             terms.update(zip(running, values.tolist(), strict=True))
         if terminal:
-            w_T = np.array([[float(data.weights[name]) for name in terminal]])
-            values = functions.terminal_values_call()(flat[T:], refs[T:], w_T)["costs"][0, :, 0]
+            values = functions.terminal_values_call()(flat[T:], refs[T:], w_T[None])
+            values = values["costs"][0, :, 0]
             terms.update(zip(terminal, values.tolist(), strict=True))
         return sum(terms.values()), terms, np.asarray(defects), forces, taus
 

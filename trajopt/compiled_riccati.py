@@ -1,8 +1,7 @@
 """FDDP's backward pass in C: the Gauss-Newton model of every knot and the Riccati recursion.
 
-`trajopt/riccati.c` (its comment states the equations, those of `trajopt.riccati.backward`) is
-built once per machine by `generated_code.build_library` (the system's C compiler, cached by
-a hash of the code, the compiler and the CPU) and called through `ctypes` on NumPy buffers.
+`trajopt/riccati.c` (its comment states the equations, those of `trajopt.riccati.backward`),
+built and loaded by `trajopt.c_kernels`, called on NumPy buffers.
 
 - `gauss_newton(lin)` -> `GaussNewton`: `l_x = R_x^T r`, `l_u`, `l_xx = R_x^T R_x`, `l_uu`,
   `l_ux`, per knot. They do not depend on the regularisation, so a line search that raises
@@ -15,28 +14,21 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from . import generated_code
-
-SOURCE = Path(__file__).with_name("riccati.c")
-# -O3: gcc vectorises the recursion's row updates only from -O3 (about three times faster)
-FLAGS = ("-O3",) + tuple(f for f in generated_code.COMPILER_FLAGS if f != "-O2")
-_DOUBLES = np.ctypeslib.ndpointer(dtype=np.float64, flags="C_CONTIGUOUS")
+from .c_kernels import DOUBLES, buffer, load
 
 
 @functools.cache
 def library() -> ctypes.CDLL:
     """The compiled `riccati.c`, built on first use and loaded."""
-    lib = ctypes.CDLL(str(generated_code.build_library(SOURCE, "riccati", FLAGS)))
-    lib.gauss_newton.restype = None
-    lib.gauss_newton.argtypes = [ctypes.c_int] * 4 + [_DOUBLES] * 8
-    lib.riccati.restype = ctypes.c_int
-    lib.riccati.argtypes = [ctypes.c_int] * 4 + [_DOUBLES] * 10 + [ctypes.c_double] + [_DOUBLES] * 3
-    return lib
+    return load("riccati", {
+        "gauss_newton": (None, [ctypes.c_int] * 4 + [DOUBLES] * 8),
+        "riccati": (ctypes.c_int,
+                    [ctypes.c_int] * 4 + [DOUBLES] * 10 + [ctypes.c_double] + [DOUBLES] * 3),
+    })  # fmt: skip
 
 
 class GaussNewton(NamedTuple):
@@ -53,14 +45,10 @@ class GaussNewton(NamedTuple):
     R_T: np.ndarray  # (nr_T, nx)
 
 
-def _buffer(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
 def gauss_newton(lin) -> GaussNewton:
     """The Gauss-Newton model of `lin` (a `shooting.Linearization`, or its first seven
     arrays `(A, B, r, R_x, R_u, r_T, R_T)`)."""
-    A, B, r, Rx, Ru, rT, RT = (_buffer(a) for a in lin[:7])
+    A, B, r, Rx, Ru, rT, RT = (buffer(a) for a in lin[:7])
     T, nx, nu = B.shape
     nr = r.shape[1]
     if Rx.shape != (T, nr, nx) or Ru.shape != (T, nr, nu) or A.shape != (T, nx, nx):
@@ -81,7 +69,7 @@ def backward(model: GaussNewton, defects, mu: float):
     `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)` (`ok` False where a `Q_uu` is not positive
     definite; `k` and `K` are then not complete)."""
     T, nx, nu = model.B.shape
-    defects = _buffer(defects)
+    defects = buffer(defects)
     if defects.shape != (T + 1, nx):
         raise ValueError(f"defects must be ({T + 1}, {nx}), got {defects.shape}")
     k, K, dV = np.zeros((T, nu)), np.zeros((T, nu, nx)), np.zeros(2)

@@ -194,12 +194,13 @@ def gait_reference(
         base_velocity[:, 1] = lateral_velocity
     nq_base = model.nq - model.nu
     q_joint = np.asarray(model.q_standing)[nq_base:]
+    # built in NumPy, one transfer per array (an MPC builds these every cycle)
     return P.Reference(
         base_velocity=jnp.asarray(base_velocity),
-        base_height=jnp.full((horizon + 1,), float(model.q_standing[2])),
+        base_height=jnp.asarray(np.full((horizon + 1,), float(model.q_standing[2]))),
         stance=jnp.asarray(stance),
         swing_height=jnp.asarray(swing_height),
-        joint_posture=jnp.tile(jnp.asarray(q_joint), (horizon + 1, 1)),
+        joint_posture=jnp.asarray(np.tile(q_joint, (horizon + 1, 1))),
     )
 
 

@@ -232,7 +232,7 @@ def validate(problem: Problem) -> None:
     if unknown:
         raise ValueError(f"unknown cost terms {sorted(unknown)}; known terms: {COST_TERMS}"
                          + (f" and the problem's own {sorted(own)}" if own else ""))
-    for name, w in problem.data.weights.items():
+    for name, w in jax.device_get(problem.data.weights).items():  # one transfer
         if not np.isfinite(w) or w < 0:
             raise ValueError(f"weight of {name!r} must be finite and >= 0, got {w}")
     x0 = problem.data.x0

@@ -40,8 +40,9 @@ def structure_key(problem: P.Problem):
     traced data."""
     data = problem.data
     leaves_shapes = tuple(
-        (np.shape(x), str(np.asarray(x).dtype)) for x in jax.tree_util.tree_leaves(data)
-    )
+        (np.shape(x), str(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype))
+        for x in jax.tree_util.tree_leaves(data)
+    )  # the dtype read without a transfer of a device array
     return (
         problem.model.name,
         model_fingerprint(problem.model),

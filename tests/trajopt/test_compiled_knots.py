@@ -196,6 +196,31 @@ def test_the_compiled_forward_pass_equals_the_jax_one():
             np.testing.assert_allclose(a, np.asarray(b), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("contact", ["smooth", pytest.param("hard", marks=pytest.mark.slow)])
+def test_the_substep_elimination_in_c_equals_numpys(contact):
+    """`substep_jacobians_in_c` against `substep_jacobians` (NumPy) on the generated parts of
+    the sticking, sliding, separated and pressed-in states: the next state's, the forces' and
+    the torques' Jacobians to 1e-12 of their size; with `rcond = 1` no knot passes the C
+    code's regularity bound and every knot takes the NumPy pseudo-inverse path."""
+    problem = _problem(contact, substeps=1 if contact == "hard" else 2)
+    q, v, u = _states(problem)
+    functions = generated_code.substep_functions(problem)
+    forward, derivative = functions.mapped(q.shape[0])
+    fwd = {name: value[..., 0] for name, value in forward(q, v, u).items()}
+    fwd["frame"] = functions.plane["frame"]
+    parts = derivative(q, v, u, fwd["v_next"], fwd["p"], fwd["s"], fwd["steps"], fwd["q_next"])
+    parts["w"] = parts["w"][..., 0]
+    args = (parts, fwd, problem.model.nv, problem.nu, functions.numbers["dt"],
+            functions.numbers["joint_damping"])  # fmt: skip
+    reference = compiled_knots.substep_jacobians(*args)
+    for rcond in (compiled_knots.TANGENT_RCOND, 1.0):
+        ours = compiled_knots.substep_jacobians_in_c(*args, rcond=rcond)
+        for name, a, b in zip(("state", "forces", "total"), ours, reference):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * max(np.abs(b).max(), 1.0),
+                                       err_msg=name)  # fmt: skip
+    assert all(count > 0 for count in _modes(problem, q, v, u).values())
+
+
 def test_a_trials_costs_in_c_equal_the_jax_evaluation():
     """A forward pass's trial evaluated in C (`evaluate_forward`: the term costs by the
     generated code, the defects `(1 - alpha) f`) against `shooting.evaluate_transitions`
