@@ -15,7 +15,7 @@
  *     Q_xx = l_xx + A^T V_xx A,   Q_uu = l_uu + B^T V_xx B + mu 1,   Q_ux = l_ux + B^T V_xx A
  *     k = -Q_uu^-1 Q_u,   K = -Q_uu^-1 Q_ux          (Cholesky factor of Q_uu)
  *     V_x = Q_x + K^T Q_uu k + K^T Q_u + Q_ux^T k
- *     V_xx = sym(Q_xx + K^T Q_uu K + K^T Q_ux + Q_ux^T K)
+ *     V_xx = Q_xx + K^T Q_uu K + K^T Q_ux + Q_ux^T K      (symmetric: its upper triangle formed)
  *     dV1 += k^T Q_u,   dV2 += k^T Q_uu k
  *
  * It returns 1, -1 when out of memory, or 0 at the first knot whose Q_uu has a pivot that is not positive and finite
@@ -31,6 +31,12 @@
 
 static inline void add_scaled(double *restrict y, double a, const double *restrict x, int n) {
     for (int j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+/* s (n, n) := its upper triangle mirrored into the lower one. */
+static void mirror_upper(double *s, int n) {
+    for (int a = 0; a < n; ++a)
+        for (int b = 0; b < a; ++b) s[a * n + b] = s[b * n + a];
 }
 
 void gauss_newton(int T, int nx, int nu, int nr, const double *r, const double *Rx,
@@ -52,14 +58,16 @@ void gauss_newton(int T, int nx, int nu, int nr, const double *r, const double *
             const double *rx = Rx_t + (size_t)i * nx, *ru = Ru_t + (size_t)i * nu;
             add_scaled(lx_t, r_t[i], rx, nx);
             add_scaled(lu_t, r_t[i], ru, nu);
-            for (int a = 0; a < nx; ++a)
-                if (rx[a] != 0.0) add_scaled(lxx_t + (size_t)a * nx, rx[a], rx, nx);
+            for (int a = 0; a < nx; ++a) /* the upper triangles; mirrored below */
+                if (rx[a] != 0.0) add_scaled(lxx_t + (size_t)a * nx + a, rx[a], rx + a, nx - a);
             for (int a = 0; a < nu; ++a)
                 if (ru[a] != 0.0) {
-                    add_scaled(luu_t + (size_t)a * nu, ru[a], ru, nu);
+                    add_scaled(luu_t + (size_t)a * nu + a, ru[a], ru + a, nu - a);
                     add_scaled(lux_t + (size_t)a * nx, ru[a], rx, nx);
                 }
         }
+        mirror_upper(lxx_t, nx);
+        mirror_upper(luu_t, nu);
     }
 }
 
@@ -169,7 +177,7 @@ int riccati(int T, int nx, int nu, int nrT, const double *A, const double *B, co
             const double *va = VA + (size_t)l * nx, *vb = VB + (size_t)l * nu;
             for (int a = 0; a < nc; ++a) {
                 double w = A_t[l * nx + a];
-                if (w != 0.0) add_scaled(Qxx + (size_t)a * nx, w, va, nc);
+                if (w != 0.0) add_scaled(Qxx + (size_t)a * nx + a, w, va + a, nc - a); /* upper */
             }
             for (int a = 0; a < nu; ++a) {
                 double w = B_t[l * nu + a];
@@ -210,7 +218,8 @@ int riccati(int T, int nx, int nu, int nrT, const double *A, const double *B, co
             add_scaled(Vx, QuuG[c * m] + Qu[c], K_t + (size_t)c * nx, nx);
             add_scaled(Vx, k_t[c], Qux + (size_t)c * nx, nx);
         }
-        /* V_xx = Q_xx + K^T (Q_uu K + Q_ux) + Q_ux^T K, symmetrised */
+        /* V_xx = Q_xx + K^T (Q_uu K + Q_ux) + Q_ux^T K: its upper triangle, mirrored (Q_xx's
+         * upper triangle is all that is formed) */
         memcpy(Vnew, Qxx, sizeof(double) * nx * nx);
         for (int c = 0; c < nu; ++c) {
             const double *Kc = K_t + (size_t)c * nx, *Qc = Qux + (size_t)c * nx;
@@ -218,12 +227,11 @@ int riccati(int T, int nx, int nu, int nrT, const double *A, const double *B, co
             for (int a = 0; a < nx; ++a) {
                 double *row = Vnew + (size_t)a * nx;
                 double wk = Kc[a], wq = Qc[a];
-                for (int b = 0; b < nx; ++b) row[b] += wk * (QK[b] + Qc[b]) + wq * Kc[b];
+                for (int b = a; b < nx; ++b) row[b] += wk * (QK[b] + Qc[b]) + wq * Kc[b];
             }
         }
-        for (int a = 0; a < nx; ++a)
-            for (int b = 0; b < nx; ++b)
-                Vxx[a * nx + b] = 0.5 * (Vnew[a * nx + b] + Vnew[b * nx + a]);
+        memcpy(Vxx, Vnew, sizeof(double) * nx * nx);
+        mirror_upper(Vxx, nx);
     }
     dV[0] = dV1;
     dV[1] = dV2;

@@ -21,6 +21,7 @@ def _stairs():
     return module
 
 
+@pytest.mark.slow  # 40-46 s; the slow test below runs the example headless at its defaults
 def test_a_short_climb_solves_headless_and_writes_its_results(tmp_path):
     """Small settings (15 iterations, the planner at 10 ms steps): the plan already climbs onto
     the landing, stays well above the treads and upright (its re-simulation does not hold yet,
