@@ -417,8 +417,8 @@ def render(results: dict, s) -> str:
                 f"| {label} | {s.robot} trot, contact-implicit | {r['horizon']} | "
                 f"{st['iterations']} | {st['status']} | {_s(st['wall_s'])} | {_s(st['cpu_s'])} | "
                 f"{_ms(st['per_iteration_s_median'])} | {_ms(st['per_iteration_cpu_s'])} | "
-                f"{st['per_iteration_s_median'] / ref_it:.0f}, "
-                f"{st['per_iteration_cpu_s'] / ref_cpu:.0f} | {_s(st['time_to_1pct_s'])} | "
+                f"{st['per_iteration_s_median'] / ref_it:.1f}, "
+                f"{st['per_iteration_cpu_s'] / ref_cpu:.1f} | {_s(st['time_to_1pct_s'])} | "
                 f"{_s(comp) if comp is not None else '(cached)'} | {st['cost']:.4g} |"
             )
     lines += [
@@ -533,13 +533,14 @@ def iteration_parts(derivatives: str) -> list[str]:
         return [
             "- What an iteration is (derivatives='compiled'): the knots' substeps and their "
             "partial Jacobians in C that CasADi generates, the elimination of each substep's "
-            "tangent system (`v+`, the impulses) in batched NumPy, the costs' Jacobians in "
-            "generated C chained through the forces' in NumPy; the Gauss-Newton model and the "
-            "Riccati recursion in C (`trajopt/riccati.c`); the line search's forward passes in "
-            "generated C and each trial's costs and defects in one JAX call.",
-            "- Where to gain: the NumPy elimination and the trials' JAX evaluations are many "
-            "small calls from Python; in C with the rest they would make the iteration one "
-            "compiled call.",
+            "tangent system (`v+`, the impulses) in C (`trajopt/substep_elimination.c`), the "
+            "costs' Jacobians in generated C chained through the forces' in NumPy; the "
+            "Gauss-Newton model and the Riccati recursion in C (`trajopt/riccati.c`); the line "
+            "search's forward passes and their costs in generated C. About a dozen compiled "
+            "calls per iteration, with NumPy between them.",
+            "- Where to gain: the generated partial Jacobians are most of the linearisation; "
+            "one compiled call per iteration would remove the Python between the calls "
+            "(`other`, and the NumPy chaining of substeps and costs).",
         ]
     return [
         "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
