@@ -210,6 +210,18 @@ def terminal_terms(problem: P.Problem) -> list:
     return [n for n in sorted(problem.data.weights) if n in P.TERMINAL_TERMS or n in own]
 
 
+def running_symbols(problem: P.Problem, m):
+    """A running knot's inputs as CasADi symbols: `x` (flat `[q, v, u_prev]`), `u`, `forces
+    (3k,)`, `taus (nu,)`, `ref` (a `casadi_model.knot_rows` row), with the generated own terms
+    `own` and the running term names `terms` (`running_terms`)."""
+    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
+    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
+    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
+    own = term_split(problem)[0]
+    ref = ca.SX.sym("ref", row_size(problem, own))
+    return x, u, forces, taus, ref, own, running_terms(problem)
+
+
 def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
     their Jacobians at `(x, u, forces, taus)` (`trajopt.shooting.knot_costs`' pieces): over the
@@ -219,11 +231,7 @@ def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     `casadi_model.knot_rows`: the reference, then the own terms' targets), `sqrt_w` (one per
     running term); outputs `r, r_q, r_v, r_up, r_u, r_f, r_tau`."""
     nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
-    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
-    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
-    own = term_split(problem)[0]
-    ref = ca.SX.sym("ref", row_size(problem, own))
-    terms = running_terms(problem)
+    x, u, forces, taus, ref, own, terms = running_symbols(problem, m)
     sqrt_w = ca.SX.sym("sqrt_w", len(terms))
     sizes = {"q": nv, "v": nv, "up": nu, "u": nu, "f": 3 * k, "tau": nu}
     e = {name: ca.SX.sym("e_" + name, size) for name, size in sizes.items()}
@@ -250,15 +258,10 @@ def cost_values_function(problem: P.Problem, m, plane) -> ca.Function:
     """A knot's running term costs `0.5 w_i |r_i|^2` (`running_terms` order) at `(x, u, forces,
     taus)`, without derivatives (a line search's trials): inputs as `costs_function` with the
     weights `w` (one per running term) in place of their square roots; output `costs`."""
-    nq, nv, nu, k = m.nq, m.nv, m.nu, m.nfeet
-    x, u = ca.SX.sym("x", nq + nv + nu), ca.SX.sym("u", nu)
-    forces, taus = ca.SX.sym("forces", 3 * k), ca.SX.sym("taus", nu)
-    own = term_split(problem)[0]
-    ref = ca.SX.sym("ref", row_size(problem, own))
-    terms = running_terms(problem)
+    x, u, forces, taus, ref, own, terms = running_symbols(problem, m)
     w = ca.SX.sym("w", len(terms))
     res = running_residuals(
-        problem, m, plane, x, u, ca.reshape(forces, 3, k).T, taus,
+        problem, m, plane, x, u, ca.reshape(forces, 3, m.nfeet).T, taus,
         unpack_reference(problem, ref), unpack_targets(problem, own, ref), own,
     )  # fmt: skip
     costs = ca.vertcat(*[0.5 * w[i] * ca.sumsqr(res[name]) for i, name in enumerate(terms)])

@@ -72,6 +72,19 @@ def _modes(problem, q, v, u):
             "separated": int(np.sum(~loaded))}  # fmt: skip
 
 
+def _random_step(seed):
+    """The smooth problem, its backend, the trot guess and random gains `k`, `K` and defects
+    around it: `(problem, fn, xs, us, k, K, defects)`."""
+    problem = _problem()
+    fn = knot_backends.for_problem(problem)
+    xs, us = initial_guess(problem)
+    T, nu, nx = problem.horizon, problem.nu, problem.nx
+    rng = np.random.default_rng(seed)
+    k = 0.05 * rng.normal(size=(T, nu))
+    K = 0.05 * rng.normal(size=(T, nu, nx))
+    return problem, fn, xs, us, k, K, 1e-3 * rng.normal(size=(T + 1, nx))
+
+
 def test_the_tangent_solve_is_the_pseudo_inverse_of_regular_near_and_exactly_singular_maps():
     """`tangent_solve` equals `pinv(a, rcond=TANGENT_RCOND) @ b` (what the JAX implicit branch
     applies) for a regular map (taken by the inverse), maps whose smallest singular value is just
@@ -179,14 +192,7 @@ def test_the_compiled_derivatives_refuse_what_they_do_not_cover():
 def test_the_compiled_forward_pass_equals_the_jax_one():
     """FDDP's forward pass (feedback, step length, defects) in C against
     `shooting.forward_with_transitions`, at random gains and defects around the trot guess."""
-    problem = _problem()
-    fn = knot_backends.for_problem(problem)
-    xs, us = initial_guess(problem)
-    T, nu, nx = problem.horizon, problem.nu, problem.nx
-    rng = np.random.default_rng(0)
-    k = 0.05 * rng.normal(size=(T, nu))
-    K = 0.05 * rng.normal(size=(T, nu, nx))
-    defects = 1e-3 * rng.normal(size=(T + 1, nx))
+    problem, fn, xs, us, k, K, defects = _random_step(seed=0)
     for alpha in (1.0, 0.25):
         ours = fn.forward_with_transitions(problem.data, xs, us, k, K, defects, alpha)
         theirs = jax.jit(shooting.forward_with_transitions, static_argnums=0)(
@@ -227,15 +233,8 @@ def test_a_trials_costs_in_c_equal_the_jax_evaluation():
     (JAX, the defects by `local` of the trial's states): every term's cost to 1e-12, the
     defects to 1e-9 of their size, at a full and a partial step from random gains and defects;
     and the line search takes that evaluation."""
-    problem = _problem()
-    fn = knot_backends.for_problem(problem)
+    problem, fn, xs, us, k, K, defects = _random_step(seed=1)
     assert not fn.terms_in_jax
-    xs, us = initial_guess(problem)
-    T, nu, nx = problem.horizon, problem.nu, problem.nx
-    rng = np.random.default_rng(1)
-    k = 0.05 * rng.normal(size=(T, nu))
-    K = 0.05 * rng.normal(size=(T, nu, nx))
-    defects = 1e-3 * rng.normal(size=(T + 1, nx))
     for alpha in (1.0, 0.25):
         xs_t, us_t, reached, forces, taus = fn.forward_with_transitions(
             problem.data, xs, us, k, K, defects, alpha
