@@ -235,6 +235,9 @@ class CompiledKnots:
         self._recent = None  # (params, gains, generated_code.SubstepFunctions)
         # the own terms: generated into the C library, or evaluated in JAX (`{name: why}`)
         self.generated_terms, self.terms_in_jax = casadi_model.term_split(problem)
+        # the generated code's weighted terms, in its order (fixed by the structure)
+        self.running_terms = casadi_knots.running_terms(problem)
+        self.terminal_terms = casadi_knots.terminal_terms(problem)
         self._jax_costs = None
         self._arrays = None  # (data, data_arrays(data)) of the last data read
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
@@ -278,7 +281,7 @@ class CompiledKnots:
         T, nx = problem.horizon, problem.nx
         flat = flat_states(xs)
         refs, w, w_T = self.data_arrays(data)
-        terms = casadi_knots.running_terms(problem)
+        terms = self.running_terms
         sqrt_w = np.sqrt(w)
         out = functions.costs_mapped(T)(
             flat[:T], us, np.reshape(dyn.forces, (T, -1)), dyn.taus, refs[:T],
@@ -292,8 +295,7 @@ class CompiledKnots:
         )  # fmt: skip
         R_u = out["r_u"] + r_f @ dyn.forces_u + r_tau @ dyn.taus_u
         r = out["r"][..., 0]
-        terminal_terms = casadi_knots.terminal_terms(problem)
-        if terminal_terms:
+        if self.terminal_terms:
             terminal = functions.terminal_call()(flat[T:], refs[T:], np.sqrt(w_T)[None])
             r_T, R_T = terminal["r"][0, :, 0], terminal["r_x"][0]
         else:
@@ -358,7 +360,7 @@ class CompiledKnots:
 
     def data_arrays(self, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`(rows, w_running, w_terminal)` of `data`: its `casadi_model.knot_rows` (references
-        and the generated terms' targets) and the weights of `casadi_knots.running_terms` and
+        and the generated terms' targets) and the weights of `running_terms` and
         `terminal_terms`, as NumPy, kept for the last `data` object (read at every
         linearisation and line-search trial; one transfer of the weights)."""
         if self._arrays is None or self._arrays[0] is not data:
@@ -367,8 +369,7 @@ class CompiledKnots:
             rows = casadi_model.knot_rows(problem, data, self.generated_terms)
             w_running, w_terminal = (
                 np.array([float(weights[name]) for name in names], dtype=float)
-                for names in (casadi_knots.running_terms(problem),
-                              casadi_knots.terminal_terms(problem))
+                for names in (self.running_terms, self.terminal_terms)
             )  # fmt: skip
             self._arrays = (data, (rows, w_running, w_terminal))
         return self._arrays[1]
@@ -384,8 +385,7 @@ class CompiledKnots:
         problem, functions = self.problem, self.functions(data)
         T = problem.horizon
         flat, (refs, w, w_T) = flat_states(xs), self.data_arrays(data)
-        running = casadi_knots.running_terms(problem)
-        terminal = casadi_knots.terminal_terms(problem)
+        running, terminal = self.running_terms, self.terminal_terms
         terms = {}
         if running:
             values = functions.cost_values_mapped(T)(
@@ -399,26 +399,28 @@ class CompiledKnots:
             terms.update(zip(terminal, values.tolist(), strict=True))
         return sum(terms.values()), terms, np.asarray(defects), forces, taus
 
+    def evaluate_pass(self, data, xs, us, reached, forces, taus, defects):
+        """A forward pass's result evaluated: `evaluate_forward` (in C, from the pass's
+        `defects`), or, where own terms run in JAX (`terms_in_jax`), `evaluate_transitions`
+        (from the knots' `reached` states), brought to the host."""
+        if self.terms_in_jax:
+            return jax.device_get(self.evaluate_transitions(data, xs, us, reached, forces, taus))
+        return self.evaluate_forward(data, xs, us, forces, taus, defects)
+
     def line_search(self, data, xs, us, k, K, defects, merit_old):
         """`shooting.line_search_trials` with each trial's forward pass and costs in C
-        (`evaluate_forward`; own terms in JAX: `evaluate_transitions`); the same trials, in the
-        same order, and the same return values."""
+        (`evaluate_pass`); the same trials, in the same order, and the same return values."""
         k, K, defects = (np.asarray(a) for a in (k, K, defects))
         trial = None
         for i, alpha in enumerate(ALPHAS):
             xs_t, us_t, reached, forces_t, taus_t = self.forward_with_transitions(
                 data, xs, us, k, K, defects, alpha
             )
-            if self.terms_in_jax:
-                evaluated = jax.device_get(
-                    self.evaluate_transitions(data, xs_t, us_t, reached, forces_t, taus_t)
-                )
-            else:
-                trial_defects = (1.0 - alpha) * defects
-                trial_defects[0] = 0.0
-                evaluated = self.evaluate_forward(data, xs_t, us_t, forces_t, taus_t,
-                                                  trial_defects)  # fmt: skip
-            cost, terms, d, forces, taus = evaluated
+            trial_defects = (1.0 - alpha) * defects
+            trial_defects[0] = 0.0
+            cost, terms, d, forces, taus = self.evaluate_pass(
+                data, xs_t, us_t, reached, forces_t, taus_t, trial_defects
+            )
             trial = (xs_t, us_t, cost, terms, d, forces, taus)
             if np.isfinite(cost) and np.all(np.isfinite(d)) and merit(cost, d) < merit_old:
                 return i, i + 1, trial
@@ -435,6 +437,5 @@ class CompiledKnots:
             data, start, np.asarray(us), np.zeros((T, nu)), np.zeros((T, nu, nx)),
             np.zeros((T + 1, nx)), 1.0,
         )  # fmt: skip
-        if self.terms_in_jax:
-            return (xs,) + tuple(self.evaluate_transitions(data, xs, us_t, reached, forces, taus))
-        return (xs,) + self.evaluate_forward(data, xs, us_t, forces, taus, np.zeros((T + 1, nx)))
+        return (xs,) + self.evaluate_pass(data, xs, us_t, reached, forces, taus,
+                                          np.zeros((T + 1, nx)))  # fmt: skip
