@@ -21,6 +21,10 @@ host is taken inside one jitted call per iteration, per problem:
     else take the step, mu <- max(mu / 10, 1e-9); "converged" after a full, barely
         regularised step predicting a negligible change on a feasible trajectory
 
+Unlike `fddp.solve_fddp`, a problem with "implicit" derivatives whose line search fails stops
+"line_search_failed": the batch does not switch to the computed step's derivatives
+(`fddp.exact_derivatives`), which would be a second compiled iteration.
+
 A problem that has stopped keeps its iterate while the others go on. On one device the batch
 is vmapped (a stopped problem's lanes are computed and discarded, and the while loops run until
 the slowest problem of the batch is done); split over devices, each device works on its own

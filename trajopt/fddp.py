@@ -38,6 +38,16 @@ against the tolerance; "diverged" for a non-finite start. With a `time_budget` t
 iteration always runs, and a later one is not begun when another as long as the last would end
 past the budget (`next_iteration_overruns`).
 
+Derivatives of the computed step. "implicit" and "compiled" derivatives are those of Coulomb
+contact's fixed point; where `num_sweeps` sweeps stop short of it (or cycle, as Gauss-Seidel
+sweeps can on strongly coupled contacts) they are not the derivatives of the step the rollout
+computes, and the model can predict a decrease no trial gives. So, before "line_search_failed",
+such a solve without a `time_budget` retries the iteration from the same point with
+`exact_derivatives(problem)` (the unrolled ones, exact for the computed step, in JAX) and keeps
+them to the end: `info["exact_derivatives_from"]` is that iteration (None if never). A
+real-time solve (with a `time_budget`) keeps its derivatives, as the switch's first use
+compiles.
+
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
 `info["timing"]` splits the solve's wall time [s] into the knots' linearisation, the Riccati
@@ -70,6 +80,7 @@ from .shooting import ALPHAS, merit
 # with the residual (BENCHMARKS.md, "Derivatives through contact").
 CONTACT_RESIDUAL_TOLERANCE = 1e-4
 MU_MAX = 1e10  # the regularisation at which an iteration gives up its line search
+EXACT_NOTE = "the derivatives of the computed step (unrolled)"  # `exact_derivatives`
 TIMING_PARTS = ("linearize", "backward", "line_search", "other")  # `info["timing"]`'s keys
 
 
@@ -85,6 +96,14 @@ def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = 
             "linearises in C and takes linearize_threads=1"
         )
     return int(threads)
+
+
+def exact_derivatives(problem: P.Problem) -> P.Problem | None:
+    """`problem` with the derivatives of the computed step ("unrolled": through the sweeps
+    `contact.step` runs), the same data, or None where its derivatives already are those."""
+    if problem.derivatives == "unrolled":
+        return None
+    return problem.replace(derivatives="unrolled")
 
 
 def next_iteration_overruns(elapsed: float, last_iteration: float, budget: float) -> bool:
@@ -223,7 +242,10 @@ def solve_fddp(
         )
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
-    for iteration in range(1, max_iterations + 1):
+    exact = exact_derivatives(problem) if time_budget is None else None
+    exact_from = None  # the iteration from which the derivatives are the computed step's
+    while iteration < max_iterations:
+        iteration += 1
         began = tic = time.perf_counter()
         lin = linearize(data, xs, us)
         contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
@@ -270,6 +292,16 @@ def solve_fddp(
             if first is not None and first[0] < bound and gaps < defect_tolerance:
                 status = "converged"
                 reason = converged_reason(first[0], gaps, bound, "no step lowers the merit")
+            elif exact is not None and exact_from is None:
+                # the model is not the computed step's: retry from here with one that is
+                exact_from, fn = iteration, knot_backends.for_problem(exact)
+                linearize = fn.linearize_in_two_threads if two_threads else fn.linearize_all
+                if verbose:
+                    print(f"{iteration:>4} no step: retrying with {EXACT_NOTE}")
+                contact_residuals.pop()
+                iteration -= 1
+                mu = mu0
+                continue
             else:
                 status = "line_search_failed"
                 reason = line_search_reason(first, trials, mu, gaps, defect_tolerance,
@@ -319,6 +351,9 @@ def solve_fddp(
     if status in ("max_iterations", "time_budget"):
         limit = max_iterations if status == "max_iterations" else time_budget
         reason = budget_reason(status, iteration, prediction, bound, gaps, limit)
+    if exact_from is not None:
+        reason += (f"; with {EXACT_NOTE} from iteration {exact_from}, where the "
+                   f"{problem.derivatives} ones predicted a decrease no step gave")  # fmt: skip
     wall_time = time.perf_counter() - start
     timing["other"] = max(wall_time - sum(timing.values()), 0.0)
     if verbose:
@@ -339,6 +374,7 @@ def solve_fddp(
         "terms_in_jax": in_jax,
         "terms_in_jax_seconds": getattr(fn, "jax_terms_seconds", 0.0) - jax_terms_start,
         "feedback": None if feedback is None else np.asarray(feedback),
+        "exact_derivatives_from": exact_from,
         **contact_report(contact_residuals, problem.num_sweeps, verbose),
     }
     return xs, us, info

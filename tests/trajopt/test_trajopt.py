@@ -326,6 +326,56 @@ def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_pro
     assert "the cost no longer decreases where the model says it should" in reason
 
 
+class WrongSignDerivatives:
+    """A knot backend whose residual Jacobians have the wrong sign: derivatives that are not
+    the computed step's (every other call is the wrapped backend's)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def linearize_all(self, data, xs, us):
+        lin = self.backend.linearize_all(data, xs, us)
+        return lin._replace(R_x=-lin.R_x, R_u=-lin.R_u, R_T=-lin.R_T)
+
+
+def test_a_failed_line_search_retries_with_the_computed_steps_derivatives(short_problem,
+                                                                          monkeypatch):  # fmt: skip
+    """An "implicit" problem whose derivatives are not the computed step's (the wrong sign, as
+    above): its first iteration's line search fails at every mu, the solve retries that
+    iteration from the same point with the unrolled derivatives and keeps them, so its iterates
+    are exactly the unrolled solve's, and `exact_derivatives_from` and the reason say from
+    which iteration. Under a time budget (a real-time cycle) it keeps its derivatives and stops
+    line_search_failed; an unrolled problem has nothing to fall back to."""
+    unrolled = short_problem
+    implicit = unrolled.replace(derivatives="implicit")
+    assert fddp.exact_derivatives(unrolled) is None
+    assert shooting.structure_key(fddp.exact_derivatives(implicit)) == shooting.structure_key(
+        unrolled
+    )
+    fn = knot_backends.for_problem(unrolled)
+    monkeypatch.setitem(knot_backends.CACHED, shooting.structure_key(implicit),
+                        WrongSignDerivatives(fn))  # fmt: skip
+    _, us0 = initial_guess(unrolled)
+    xs, us, info = fddp.solve_fddp(implicit, None, us0, max_iterations=3, verbose=False)
+    xs_u, us_u, info_u = fddp.solve_fddp(unrolled, None, us0, max_iterations=3, verbose=False)
+    assert info["exact_derivatives_from"] == 1 and info_u["exact_derivatives_from"] is None
+    assert info["iterations"] == info_u["iterations"] == 3 and info["status"] == info_u["status"]
+    np.testing.assert_array_equal(us, us_u)
+    np.testing.assert_array_equal(xs.q, xs_u.q)
+    assert [h["cost"] for h in info["history"]] == [h["cost"] for h in info_u["history"]]
+    assert info["reason"].endswith(
+        "with the derivatives of the computed step (unrolled) from iteration 1, where the "
+        "implicit ones predicted a decrease no step gave"
+    )
+    _, _, budgeted = fddp.solve_fddp(implicit, None, us0, max_iterations=3, time_budget=60.0,
+                                     verbose=False)  # fmt: skip
+    assert budgeted["status"] == "line_search_failed" and budgeted["iterations"] == 1
+    assert budgeted["exact_derivatives_from"] is None and not budgeted["history"]
+
+
 def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_problem, monkeypatch):
     """With each linearisation made 0.2 s long, a 0.3 s budget runs one iteration and stops
     ("time_budget") instead of starting a second that would end past it; a 0.5 s budget runs
