@@ -336,16 +336,16 @@ class MPC:
             ref = pr.data.reference
         else:
             ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
-                                 period=self.gait_period)  # fmt: skip
+                                 period=self.gait_period, host=True)  # fmt: skip
         if self.command is not None:
             ref = dataclasses.replace(
-                ref, base_velocity=jnp.asarray(np.tile(self.command, (pr.horizon + 1, 1)))
+                ref, base_velocity=np.tile(np.asarray(self.command, float), (pr.horizon + 1, 1))
             )
-        x0 = P.initial_knot_state(
-            self.model,
-            State(jnp.asarray(state.q), jnp.asarray(state.v)),
-            jnp.asarray(self.last_targets if u_prev is None else u_prev),
-        )
+        # NumPy: the solver's functions take host arrays as they are (no transfer per array)
+        x0 = P.KnotState(
+            np.array(state.q, dtype=float), np.array(state.v, dtype=float),
+            np.array(self.last_targets if u_prev is None else u_prev, dtype=float),
+        )  # fmt: skip
         return pr.replace_data(x0=x0, reference=ref)
 
     def reset(self, state: State, t: float = 0.0, *, init: Trajectory | None = None,

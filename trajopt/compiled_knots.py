@@ -240,6 +240,7 @@ class CompiledKnots:
         self.terminal_terms = casadi_knots.terminal_terms(problem)
         self._jax_costs = None
         self._arrays = None  # (data, data_arrays(data)) of the last data read
+        self._weights = None  # (data.weights, (w_running, w_terminal)) of the last weights read
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
 
     def functions(self, data) -> generated_code.SubstepFunctions:
@@ -362,16 +363,17 @@ class CompiledKnots:
         """`(rows, w_running, w_terminal)` of `data`: its `casadi_model.knot_rows` (references
         and the generated terms' targets) and the weights of `running_terms` and
         `terminal_terms`, as NumPy, kept for the last `data` object (read at every
-        linearisation and line-search trial; one transfer of the weights)."""
+        linearisation and line-search trial), the weights for the last `data.weights` object
+        (an MPC cycle's data is new, its weights are the last cycle's: one transfer less)."""
         if self._arrays is None or self._arrays[0] is not data:
-            problem = self.problem
-            weights = jax.device_get(data.weights)
-            rows = casadi_model.knot_rows(problem, data, self.generated_terms)
-            w_running, w_terminal = (
-                np.array([float(weights[name]) for name in names], dtype=float)
-                for names in (self.running_terms, self.terminal_terms)
-            )  # fmt: skip
-            self._arrays = (data, (rows, w_running, w_terminal))
+            if self._weights is None or self._weights[0] is not data.weights:
+                weights = jax.device_get(data.weights)
+                self._weights = (data.weights, tuple(
+                    np.array([float(weights[name]) for name in names], dtype=float)
+                    for names in (self.running_terms, self.terminal_terms)
+                ))  # fmt: skip
+            rows = casadi_model.knot_rows(self.problem, data, self.generated_terms)
+            self._arrays = (data, (rows, *self._weights[1]))
         return self._arrays[1]
 
     def evaluate_forward(self, data, xs, us, forces, taus, defects):

@@ -175,11 +175,13 @@ def gait_reference(
     start_time: float = 0.0,
     lateral_velocity: float = 0.0,
     period: float | None = None,
+    host: bool = False,
 ) -> P.Reference:
     """The references of `gait` over knots `start_time + dt * (0 .. horizon)` [s]: stance flags
     and swing clearance from the gait's phase at those times (so a receding horizon keeps the
     phase), the commanded base velocity (base frame; for "turn" the yaw rate), the standing
-    height and joint posture."""
+    height and joint posture. `host`: NumPy arrays rather than JAX ones (a jitted function or
+    the generated C takes them as they are: an MPC cycle skips a transfer per array)."""
     spec = gait_spec(model.name, gait)
     _, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
     period = gait_period(model.name, gait) if period is None else period
@@ -194,13 +196,13 @@ def gait_reference(
         base_velocity[:, 1] = lateral_velocity
     nq_base = model.nq - model.nu
     q_joint = np.asarray(model.q_standing)[nq_base:]
-    # built in NumPy, one transfer per array (an MPC builds these every cycle)
+    array = np.asarray if host else jnp.asarray
     return P.Reference(
-        base_velocity=jnp.asarray(base_velocity),
-        base_height=jnp.asarray(np.full((horizon + 1,), float(model.q_standing[2]))),
-        stance=jnp.asarray(stance),
-        swing_height=jnp.asarray(swing_height),
-        joint_posture=jnp.asarray(np.tile(q_joint, (horizon + 1, 1))),
+        base_velocity=array(base_velocity),
+        base_height=array(np.full((horizon + 1,), float(model.q_standing[2]))),
+        stance=array(stance),
+        swing_height=array(swing_height),
+        joint_posture=array(np.tile(q_joint, (horizon + 1, 1))),
     )
 
 

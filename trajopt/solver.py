@@ -61,14 +61,13 @@ def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: Gue
     if init is not None:
         if init.u.shape != (T, model.nu):
             raise ValueError(f"init has controls of shape {init.u.shape}, expected {(T, model.nu)}")
-        # assembled in NumPy, one transfer per array (an MPC cycle pays this every time)
+        # NumPy: the solvers take host arrays as they are (an MPC cycle starts here every time)
         x0 = jax.device_get(problem.data.x0)
         q, v = np.array(init.q, dtype=float), np.array(init.v, dtype=float)
         q[0], v[0] = x0.q, x0.v
-        u = np.asarray(init.u, dtype=float)
+        u = np.array(init.u, dtype=float)
         u_prev = np.concatenate([np.asarray(x0.u_prev)[None], u])
-        xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
-        return xs, jnp.asarray(u)
+        return P.KnotState(q, v, u_prev), u
     x0 = problem.data.x0
     if problem.control == "pd":
         u0 = x0.u_prev

@@ -411,6 +411,7 @@ def test_stands_a_lying_go2_up_holds_runs_the_controller_and_estops_in_mujoco(mo
 
 # --------------------------------------------------------------------------- release
 def test_release_sequence_follows_unitrees_order_until_no_mode_is_active():
+    pytest.importorskip("cyclonedds", reason="hardware.go2 needs the go2 extra")
     from hardware.go2.motion_switcher import release_sequence
 
     calls, modes = [], iter(["normal", "normal", "normal", ""])
