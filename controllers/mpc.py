@@ -43,7 +43,6 @@ import time
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dynamics.configuration import State
@@ -259,7 +258,7 @@ class MPC:
         )
         self._local = jax.jit(functools.partial(P.local, self.problem))
         # one contact step of the planning model (`predict`)
-        self._substep = jax.jit(_knot_transition(self.problem.replace(substeps=1)))
+        self._substeps = jax.jit(_knot_transitions(self.problem.replace(substeps=1)))
         nqb = self.model.nq - self.model.nu
         self.stand_targets = np.asarray(self.model.q_standing)[nqb:].copy()
         self.plan: Trajectory | None = None
@@ -462,12 +461,16 @@ class MPC:
             raise RuntimeError("predict needs a plan: call reset(state) first")
         h = self.dt / self.problem.substeps
         n = max(int(round(lookahead / h)), 0)
-        x = P.initial_knot_state(self.model, State(jnp.asarray(state.q), jnp.asarray(state.v)))
-        u_prev = np.asarray(self.last_targets, dtype=float).copy()
-        for j in range(n):
-            u_prev = self._plan_targets(t + j * h)
-            x = self._substep(self.problem.data, x, jnp.asarray(u_prev))
-        return State(np.asarray(x.q), np.asarray(x.v)), t + n * h, u_prev
+        q, v = np.array(state.q, dtype=float), np.array(state.v, dtype=float)
+        if n == 0:
+            return State(q, v), t, np.asarray(self.last_targets, dtype=float).copy()
+        x = P.KnotState(q, v, np.asarray(self.last_targets, dtype=float))  # u_prev is not read
+        # one call for the n sub-steps, the targets padded to a fixed length (a lookahead of
+        # another length does not compile again mid-run)
+        targets = np.zeros((max(n, self.problem.horizon * self.problem.substeps), self.model.nu))
+        targets[:n] = [self._plan_targets(t + j * h) for j in range(n)]
+        x = self._substeps(self.problem.data, x, targets, n)
+        return State(np.asarray(x.q), np.asarray(x.v)), t + n * h, targets[n - 1].copy()
 
     def commit(self, outcome: CycleOutcome) -> None:
         """Make a cycle's outcome the current plan (see the module docstring's fallbacks)."""
@@ -555,10 +558,15 @@ class MPC:
         )
 
 
-def _knot_transition(problem: P.Problem):
-    """`(data, x, u) -> x_next`: one knot of `problem`'s planning model (`MPC.predict`)."""
+def _knot_transitions(problem: P.Problem):
+    """`(data, x, us (N, nu), n) -> x_n`: the first `n <= N` knots of `problem`'s planning
+    model from `x`, the `i`-th with the targets `us[i]` (`MPC.predict`: one call for all of
+    them; `n` is traced, so any `n` runs the same compiled loop)."""
 
-    def knot(data, x, u):
-        return P.transition(problem, data, x, u)[0]
+    def knots(data, x, us, n):
+        def knot(i, x):
+            return P.transition(problem, data, x, us[i])[0]
 
-    return knot
+        return jax.lax.fori_loop(0, n, knot, x)
+
+    return knots
