@@ -296,6 +296,31 @@ def test_a_solve_says_why_it_stopped_and_where_its_time_went(short_problem):
     assert "predicted a decrease |dV1| = " in short.meta["reason"]
 
 
+def test_fddp_stops_at_the_first_iteration_that_meets_its_rule_and_not_before(short_problem):
+    """The rule of `trajopt.fddp` (a full step at mu <= 1e-4 on a feasible trajectory whose
+    predicted decrease |dV1| is below tolerance (1 + |cost|)), checked on each iteration's
+    record: the solve stops "converged" at the first iteration that meets it. With a looser
+    tolerance, picked between two iterations' predictions, the same iterates stop exactly at
+    the first iteration that meets the looser rule."""
+
+    def least_tolerance(record):  # the smallest tolerance at which `record` meets the rule
+        if record["step"] == 1.0 and record["mu"] <= 1e-4 and record["defects"] < 1e-6:
+            return abs(record["expected"]) / (1.0 + abs(record["cost"]))
+        return float("inf")
+
+    strict = solve(short_problem, max_iterations=30, tolerance=1e-4, verbose=False)
+    assert strict.status == "converged", strict.meta["reason"]
+    needed = [least_tolerance(r) for r in strict.history]
+    assert needed[-1] < 1e-4 and all(n >= 1e-4 for n in needed[:-1])
+    finite = sorted({n for n in needed[:-1] if np.isfinite(n)})
+    assert finite, "no earlier iteration took a full step at mu <= 1e-4"
+    loose = finite[0] * 1.01  # met first where the prediction is finite[0]
+    stop = next(i for i, n in enumerate(needed) if n < loose)
+    early = solve(short_problem, max_iterations=30, tolerance=loose, verbose=False)
+    assert early.status == "converged" and early.iterations == stop + 1
+    assert [r["cost"] for r in early.history] == [r["cost"] for r in strict.history[: stop + 1]]
+
+
 def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_problem, monkeypatch):
     """Residual Jacobians of the wrong sign (derivatives that are not the computed step's): the
     model predicts a decrease along an ascent direction, no step length lowers the merit at any
