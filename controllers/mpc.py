@@ -340,11 +340,8 @@ class MPC:
             ref = dataclasses.replace(
                 ref, base_velocity=np.tile(np.asarray(self.command, float), (pr.horizon + 1, 1))
             )
-        # NumPy: the solver's functions take host arrays as they are (no transfer per array)
-        x0 = P.KnotState(
-            np.array(state.q, dtype=float), np.array(state.v, dtype=float),
-            np.array(self.last_targets if u_prev is None else u_prev, dtype=float),
-        )  # fmt: skip
+        u_prev = self.last_targets if u_prev is None else u_prev
+        x0 = P.initial_knot_state(self.model, state, u_prev, host=True)
         return pr.replace_data(x0=x0, reference=ref)
 
     def reset(self, state: State, t: float = 0.0, *, init: Trajectory | None = None,
@@ -461,10 +458,9 @@ class MPC:
             raise RuntimeError("predict needs a plan: call reset(state) first")
         h = self.dt / self.problem.substeps
         n = max(int(round(lookahead / h)), 0)
-        q, v = np.array(state.q, dtype=float), np.array(state.v, dtype=float)
+        x = P.initial_knot_state(self.model, state, self.last_targets, host=True)
         if n == 0:
-            return State(q, v), t, np.asarray(self.last_targets, dtype=float).copy()
-        x = P.KnotState(q, v, np.asarray(self.last_targets, dtype=float))  # u_prev is not read
+            return State(x.q, x.v), t, x.u_prev
         # one call for the n sub-steps, the targets padded to a fixed length (a lookahead of
         # another length does not compile again mid-run)
         targets = np.zeros((max(n, self.problem.horizon * self.problem.substeps), self.model.nu))

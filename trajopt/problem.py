@@ -453,8 +453,12 @@ def reference_at(reference: Reference, t):
     return jax.tree_util.tree_map(lambda a: a[t], reference)
 
 
-def initial_knot_state(model: Model, state: State, u_prev=None) -> KnotState:
-    """A `KnotState` from a robot `State`; `u_prev` defaults to the standing joint targets."""
+def initial_knot_state(model: Model, state: State, u_prev=None, host: bool = False) -> KnotState:
+    """A `KnotState` from a robot `State`; `u_prev` defaults to the standing joint targets.
+    `host`: NumPy arrays (float copies) rather than JAX ones (a jitted function or the generated
+    C takes them as they are: an MPC cycle skips a transfer per array)."""
     if u_prev is None:
-        u_prev = jnp.asarray(model.q_standing)[model.nq - model.nu :]
+        u_prev = np.asarray(model.q_standing)[model.nq - model.nu :]
+    if host:
+        return KnotState(*(np.array(a, dtype=float) for a in (state.q, state.v, u_prev)))
     return KnotState(jnp.asarray(state.q), jnp.asarray(state.v), jnp.asarray(u_prev))
