@@ -106,16 +106,16 @@ def build_library(source: Path, stem: str, flags: tuple[str, ...] = COMPILER_FLA
     return library
 
 
-def compile_library(functions: list[ca.Function]) -> list[ca.Function]:
+def compile_library(functions: list[ca.Function]) -> tuple[list[ca.Function], Path]:
     """The functions as C, compiled into one shared library (`build_library`), loaded with
-    `casadi.external`."""
+    `casadi.external`; and the library's path (its C symbols are the functions' names)."""
     generator = ca.CodeGenerator("knots.c", {"with_header": False})
     for f in functions:
         generator.add(f)
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
         generator.generate(scratch + os.sep)
         library = build_library(Path(scratch, "knots.c"), "knots")
-    return [ca.external(f.name(), str(library)) for f in functions]
+    return [ca.external(f.name(), str(library)) for f in functions], library
 
 
 class MappedCall:
@@ -150,14 +150,15 @@ class SubstepFunctions:
     functions, mapped over `n` knots at a time (`mapped(n)`, cached), a knot of FDDP's forward
     pass, folded over the horizon (`forward_pass(n)`), the knot and terminal costs with their
     Jacobians (`costs_mapped(n)`, `terminal_call()`) and without (`cost_values_mapped(n)`,
-    `terminal_values_call()`)."""
+    `terminal_values_call()`); `library` is the shared library they live in."""
 
     def __init__(self, forward, derivative, knot_forward, costs, terminal, cost_values,
-                 terminal_values, plane, numbers):  # fmt: skip
+                 terminal_values, plane, numbers, library: Path):  # fmt: skip
         self.forward, self.derivative, self.knot_forward = forward, derivative, knot_forward
         self.costs, self.terminal = costs, terminal
         self.cost_values, self.terminal_values = cost_values, terminal_values
         self.plane, self.numbers = plane, numbers  # the terrain and step parameters built in
+        self.library = library
         self._calls: dict = {}  # (name, n) -> MappedCall
 
     def _call(self, name: str, n: int, fold: bool = False) -> MappedCall:
@@ -243,7 +244,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         casadi_knots.cost_values_function(problem, m, plane),
         casadi_knots.terminal_values_function(problem, m, plane),
     ]
-    _FUNCTIONS[key] = SubstepFunctions(*compile_library(built), plane, numbers)
+    compiled, library = compile_library(built)
+    _FUNCTIONS[key] = SubstepFunctions(*compiled, plane, numbers, library)
     while len(_FUNCTIONS) > MAX_LOADED:
         _FUNCTIONS.popitem(last=False)
     return _FUNCTIONS[key]

@@ -60,6 +60,12 @@ def structure_key(problem: P.Problem):
     )
 
 
+def flat_states(xs) -> np.ndarray:
+    """Knot states `(..., nq + nv + nu)` as `[q, v, u_prev]` rows on the host (the generated C
+    functions' layout)."""
+    return np.concatenate([np.asarray(xs.q), np.asarray(xs.v), np.asarray(xs.u_prev)], axis=-1)
+
+
 def index_knots(tree, t):
     """Knot `t` (an index, a slice or an index array) of every leaf of a stacked pytree."""
     return jax.tree_util.tree_map(lambda a: a[t], tree)
