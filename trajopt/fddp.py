@@ -30,13 +30,13 @@ Stopping (`info["status"]`, and `info["reason"]` says why in words, with the num
                     feasible trajectory (a possibly non-smooth minimum)
 
 `dV1 = sum_t k_t^T Q_u,t` is the Gauss-Newton model's change for the full step. Otherwise
-"line_search_failed" when no step length lowers the merit at any `mu` up to `MU_MAX` (the model
-predicts a decrease the trials do not give: at a kink of the contact model, or derivatives that
-are not those of the computed step), with the predicted decrease, the smallest trial's merit
-change and the `mu` reached; "max_iterations" and "time_budget" with the last prediction
-against the tolerance; "diverged" for a non-finite start. With a `time_budget` the first
-iteration always runs, and a later one is not begun when another as long as the last would end
-past the budget (`next_iteration_overruns`).
+"line_search_failed" when no step length lowers the merit at any `mu` up to
+`fddp_step.MU_MAX` = 1e10 (the model predicts a decrease the trials do not give: at a kink of
+the contact model, or derivatives that are not those of the computed step), with the predicted
+decrease, the smallest trial's merit change and the `mu` reached; "max_iterations" and
+"time_budget" with the last prediction against the tolerance; "diverged" for a non-finite
+start. With a `time_budget` the first iteration always runs, and a later one is not begun when
+another as long as the last would end past the budget (`next_iteration_overruns`).
 
 Derivatives of the computed step. "implicit" and "compiled" derivatives are those of Coulomb
 contact's fixed point; where `num_sweeps` sweeps stop short of it (or cycle, as Gauss-Seidel
@@ -57,7 +57,10 @@ The knots are the problem's knot backend (`trajopt.knot_backends.for_problem`: J
 `derivatives="compiled"`), which linearises every knot, forms the Gauss-Newton model, runs the
 Riccati pass (`trajopt.riccati`, or `trajopt.compiled_riccati`: it flags a `Q_uu` that is not
 positive definite, so the loop raises `mu`) and the line search's forward passes
-(`trajopt.shooting`); this module holds the acceptance of a step and the loop.
+(`trajopt.shooting`). One iteration, steps 1-4 at one point, is `trajopt.fddp_step.iterate`
+over those calls; for `derivatives="compiled"` it is one C call
+(`CompiledKnots.iterate_in_c`, `trajopt.compiled_iteration`) where that covers the problem.
+This module holds the acceptance of a step, the stopping rule and the loop.
 """
 
 from __future__ import annotations
@@ -68,9 +71,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import knot_backends
+from . import fddp_step, knot_backends
 from . import problem as P
-from .shooting import ALPHAS, merit
+from .shooting import ALPHAS
 
 # Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as
 # converged. FDDP differentiates what `num_sweeps` sweeps computed (the step's default, unrolled
@@ -79,9 +82,8 @@ from .shooting import ALPHAS, merit
 # derivatives (of the exact solution) would differ from the computed step's, the gap growing
 # with the residual (BENCHMARKS.md, "Derivatives through contact").
 CONTACT_RESIDUAL_TOLERANCE = 1e-4
-MU_MAX = 1e10  # the regularisation at which an iteration gives up its line search
 EXACT_NOTE = "the derivatives of the computed step (unrolled)"  # `exact_derivatives`
-TIMING_PARTS = ("linearize", "backward", "line_search", "other")  # `info["timing"]`'s keys
+TIMING_PARTS = fddp_step.ITERATION_PARTS + ("other",)  # `info["timing"]`'s keys
 
 
 def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = None) -> int:
@@ -246,47 +248,27 @@ def solve_fddp(
     exact_from = None  # the iteration from which the derivatives are the computed step's
     while iteration < max_iterations:
         iteration += 1
-        began = tic = time.perf_counter()
-        lin = linearize(data, xs, us)
-        contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
-        timing["linearize"] += time.perf_counter() - tic
-        tic = time.perf_counter()
-        model = fn.gauss_newton(lin)  # the same for every mu of the iteration
-        timing["backward"] += time.perf_counter() - tic
-        contact_residuals.append(contact_residual)
+        began = time.perf_counter()
         gaps = float(np.sum(np.abs(defects)))
         bound = decrease_bound(cost, tolerance)
-        merit_old = merit(cost, defects)
-        accepted = out_of_time = False
-        first = None
-        trials = []  # (mu, merit change) of each rejected line search's smallest step
-        while not accepted and mu < MU_MAX:
-            if time_budget is not None and time.perf_counter() - start > time_budget:
-                out_of_time = True  # keep the current iterate; do not search further
-                break
-            tic = time.perf_counter()
-            k, K, dV1, dV2, ok = fn.backward(model, defects, mu)
-            timing["backward"] += time.perf_counter() - tic
-            if not ok:
-                mu *= 10.0
-                continue
-            k_max = float(np.max(np.abs(k))) if np.size(k) else 0.0
-            if first is None:
-                first = prediction = (abs(dV1), k_max, mu, dV2)
-            tic = time.perf_counter()
-            index, _, trial = fn.line_search(data, xs, us, k, K, defects, merit_old)
-            index = int(index)
-            if index >= 0:
-                accepted = True
-                alpha = ALPHAS[index]
-            else:
-                trials.append((mu, merit(*jax.device_get((trial[2], trial[4]))) - merit_old))
-                mu *= 10.0
-            timing["line_search"] += time.perf_counter() - tic
-        if out_of_time and not accepted:
+        deadline = float("inf") if time_budget is None else start + time_budget
+        step = None
+        in_c = getattr(fn, "iterate_in_c", None)
+        if in_c is not None and not two_threads:
+            step = in_c(data, xs, us, cost, defects, mu, deadline)
+        if step is None:
+            step = fddp_step.iterate(fn, linearize, data, xs, us, cost, defects, mu, deadline)
+        for part, seconds in step.seconds.items():
+            timing[part] += seconds
+        contact_residual = step.contact_residual
+        contact_residuals.append(contact_residual)
+        mu, first = step.mu, step.first
+        if first is not None:
+            prediction = first
+        if step.status == "out_of_time":
             status = "time_budget"
             break
-        if not accepted:
+        if step.status == "no_step":
             # No step decreases the merit. At a (possibly non-smooth) minimum of a feasible
             # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.
             if first is not None and first[0] < bound and gaps < defect_tolerance:
@@ -304,13 +286,12 @@ def solve_fddp(
                 continue
             else:
                 status = "line_search_failed"
-                reason = line_search_reason(first, trials, mu, gaps, defect_tolerance,
+                reason = line_search_reason(first, step.trials, mu, gaps, defect_tolerance,
                                             contact_residual)  # fmt: skip
             break
-        xs, us, cost, terms, defects, forces, taus = trial
+        alpha, K, dV1, k_max = step.alpha, step.K, step.dV1, step.k_max
+        xs, us, cost, terms, defects, forces, taus = step.trial
         feedback = K
-        cost, defects, terms = jax.device_get((cost, defects, terms))
-        cost = float(cost)
         mu = max(mu / 10.0, 1e-9)
         gaps = float(np.sum(np.abs(defects)))
         record = {
