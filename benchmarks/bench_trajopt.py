@@ -196,11 +196,28 @@ def split_solve(problem, max_iterations):
     fn.line_search = wrap(
         saved["line_search"], "line_search", "forward_rollouts", lambda out: int(out[1])
     )
+    in_c = getattr(fn, "iterate_in_c", None)
+    if in_c is not None:  # the compiled iteration in one C call times its own parts
+
+        def iterate_in_c(*args, **kwargs):
+            step = in_c(*args, **kwargs)
+            if step is not None:
+                for part, cat in (("linearize", "linearisation"), ("backward", "backward"),
+                                  ("line_search", "line_search")):  # fmt: skip
+                    acc[cat] += step.seconds[part]
+                counts["linearize_calls"] += problem.horizon
+                counts["backward_passes"] += step.passes
+                counts["forward_rollouts"] += step.rollouts
+            return step
+
+        fn.iterate_in_c = iterate_in_c
     try:
         traj, stats = timed_solve(problem, None, max_iterations)
     finally:
         for n, f in saved.items():
             setattr(fn, n, f)
+        if in_c is not None:
+            del fn.iterate_in_c  # the class's method again
     its = max(stats["iterations"], 1)
     setup = acc.pop("setup")
     out = {k: v / its for k, v in acc.items()}

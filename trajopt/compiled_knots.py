@@ -33,8 +33,9 @@ torques' as `shooting.knot_costs` does), its rollout, its line search's forward 
 their costs run in the generated C (`trajopt.generated_code`), its Gauss-Newton model and
 Riccati pass in C (`trajopt.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
 pass's (`CompiledKnots.evaluate_forward`), and own terms that CasADi cannot evaluate are
-evaluated in JAX. Supported: what the CasADi model supports (`trajopt.casadi_model`: hard
-and smooth contact, plane terrains, pd and torque control).
+evaluated in JAX. `CompiledKnots.iterate_in_c` runs a whole FDDP iteration of these pieces in
+one C call (`trajopt.compiled_iteration`). Supported: what the CasADi model supports
+(`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque control).
 """
 
 from __future__ import annotations
@@ -50,10 +51,18 @@ import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
-from . import c_kernels, casadi_knots, casadi_model, compiled_riccati, generated_code, shooting
+from . import (
+    c_kernels,
+    casadi_knots,
+    casadi_model,
+    compiled_iteration,
+    compiled_riccati,
+    generated_code,
+    shooting,
+)
 from . import problem as P
 from .jax_knots import JaxKnots
-from .shooting import ALPHAS, KnotDynamics, Linearization, index_knots, merit
+from .shooting import ALPHAS, KnotDynamics, Linearization, flat_states, index_knots, merit
 
 
 def tangent_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -210,11 +219,6 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
     }  # fmt: skip
 
 
-def flat_states(xs) -> np.ndarray:
-    """Knot states `(n, nq + nv + nu)` as `[q, v, u_prev]` rows (the C functions' layout)."""
-    return np.concatenate([np.asarray(xs.q), np.asarray(xs.v), np.asarray(xs.u_prev)], axis=-1)
-
-
 class CompiledKnots:
     """The knot backend of a `derivatives="compiled"` problem structure: the calls of
     `JaxKnots` (`trajopt.jax_knots`), with the linearisation, the rollout, the line search's
@@ -242,6 +246,17 @@ class CompiledKnots:
         self._arrays = None  # (data, data_arrays(data)) of the last data read
         self._weights = None  # (data.weights, (w_running, w_terminal)) of the last weights read
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
+
+    one_call = True  # FDDP's iteration in one C call (`iterate_in_c`) where that covers it
+
+    def iterate_in_c(self, data, xs, us, cost, defects, mu, deadline=float("inf")):
+        """FDDP's iteration from `(xs, us)` in one C call (`trajopt.compiled_iteration`): a
+        `fddp_step.Iteration`, or None where that does not cover it (own terms that run in
+        JAX, a knot whose contact map is not provably regular, or `one_call` off): then
+        `fddp_step.iterate` runs it on this backend's calls."""
+        if not self.one_call or self.terms_in_jax:
+            return None
+        return compiled_iteration.iterate(self, data, xs, us, cost, defects, mu, deadline)
 
     def functions(self, data) -> generated_code.SubstepFunctions:
         """The compiled functions at `data`'s step parameters and PD gains, looked up again

@@ -7,11 +7,21 @@ separated (zero impulse) and pressed in (touchdown), under the smooth model (the
 hard one.
 """
 
+import functools
+
 import jax
 import numpy as np
 import pytest
 
-from trajopt import compiled_knots, fddp, generated_code, knot_backends, shooting
+from trajopt import (
+    compiled_iteration,
+    compiled_knots,
+    fddp,
+    fddp_step,
+    generated_code,
+    knot_backends,
+    shooting,
+)
 from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
@@ -332,3 +342,81 @@ def test_the_compiled_costs_give_the_jax_costs_quadratic_model():
     rT_j, RT_j = jax.jit(shooting.linearize_terminal, static_argnums=0)(problem, data, x_T)
     np.testing.assert_allclose(r_T @ r_T, np.sum(np.asarray(rT_j) ** 2), rtol=1e-10)
     np.testing.assert_allclose(R_T.T @ R_T, np.asarray(RT_j).T @ np.asarray(RT_j), atol=1e-8)
+
+
+def _solve_both_ways(problem, monkeypatch, iterations=5):
+    """A compiled solve of `iterations` iterations with the iteration in one C call, and the same
+    solve with the Python iteration over the backend's compiled calls (`one_call` off); the
+    number of C calls that returned an iteration."""
+    fn = knot_backends.for_problem(problem)
+    _, us = initial_guess(problem)
+    calls = []
+    one_call = compiled_iteration.iterate
+
+    def counted(*args, **kwargs):
+        step = one_call(*args, **kwargs)
+        calls.append(step is not None)
+        return step
+
+    monkeypatch.setattr(compiled_iteration, "iterate", counted)
+    a = fddp.solve_fddp(problem, None, us, max_iterations=iterations, verbose=False)
+    monkeypatch.setattr(fn, "one_call", False)
+    b = fddp.solve_fddp(problem, None, us, max_iterations=iterations, verbose=False)
+    return a, b, sum(calls)
+
+
+def test_the_one_call_iteration_equals_the_python_iteration_over_the_compiled_calls(monkeypatch):
+    """FDDP's iteration in one C call (`compiled_iteration`) against the Python iteration over
+    the compiled backend's calls (`fddp_step.iterate`: the knots' dynamics, costs, Riccati pass
+    and line search, each its own call): five iterations from the trot guess take the same
+    steps and mu, and give the same controls, gains and costs to 1e-12 of their size; every
+    iteration ran in one C call, and its timing has the three parts."""
+    a, b, in_c = _solve_both_ways(_problem(), monkeypatch)
+    assert in_c == 5 and a[2]["iterations"] == 5
+    for ra, rb in zip(a[2]["history"], b[2]["history"], strict=True):
+        assert (ra["step"], ra["mu"]) == (rb["step"], rb["mu"])
+        assert ra["expected"] == pytest.approx(rb["expected"], rel=1e-12)
+        assert ra["contact_residual"] == pytest.approx(rb["contact_residual"], rel=1e-12)
+    assert _relative(a[1], b[1]) < 1e-12
+    assert _relative(a[2]["feedback"], b[2]["feedback"]) < 1e-12
+    assert _relative(a[2]["cost"], b[2]["cost"]) < 1e-12
+    assert a[2]["term_costs"] == pytest.approx(b[2]["term_costs"], rel=1e-12, abs=1e-14)
+    assert all(a[2]["timing"][part] > 0 for part in fddp_step.ITERATION_PARTS)
+
+
+def test_the_one_call_iteration_leaves_irregular_knots_to_the_python_iteration(monkeypatch):
+    """With a regularity bound no contact map meets (`rcond = 1`), the C call returns None at
+    the first knot and the solve runs the Python iteration instead: the same iterates as
+    `one_call` off, bitwise."""
+    strict = functools.partial(compiled_iteration.iterate, rcond=1.0)
+    monkeypatch.setattr(compiled_iteration, "iterate", strict)
+    a, b, in_c = _solve_both_ways(_problem(), monkeypatch, iterations=2)
+    assert in_c == 0 and a[2]["iterations"] == 2
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2]["cost"] == b[2]["cost"]
+
+
+def test_the_one_call_iteration_reports_no_step_and_a_passed_deadline_as_python_does():
+    """Where no step can lower the merit (an iterate's cost given as -1e6), the C call and
+    `fddp_step.iterate` both raise mu to `MU_MAX` and report the same first prediction and the
+    same rejected searches (mu, merit change of the smallest step); with a deadline already
+    past, both stop before the first Riccati pass."""
+    problem = _problem()
+    fn = knot_backends.for_problem(problem)
+    xs, us = initial_guess(problem)
+    xs = jax.tree_util.tree_map(np.asarray, xs)
+    _, _, defects, *_ = jax.device_get(fn.evaluate(problem.data, xs, us))
+    args = (problem.data, xs, np.asarray(us), -1e6, np.asarray(defects), 1e-6)
+    ours = compiled_iteration.iterate(fn, *args)
+    theirs = fddp_step.iterate(fn, fn.linearize_all, *args)
+    assert ours.status == theirs.status == "no_step"
+    assert ours.mu == theirs.mu >= fddp_step.MU_MAX
+    assert ours.first == pytest.approx(theirs.first, rel=1e-10)
+    assert len(ours.trials) == len(theirs.trials) > 10
+    for (mu_a, change_a), (mu_b, change_b) in zip(ours.trials, theirs.trials, strict=True):
+        assert mu_a == mu_b and change_a == pytest.approx(change_b, rel=1e-10)
+    assert ours.rollouts == theirs.rollouts == len(ours.trials) * len(shooting.ALPHAS)
+    late = compiled_iteration.iterate(fn, *args, deadline=0.0)
+    python_late = fddp_step.iterate(fn, fn.linearize_all, *args, 0.0)
+    assert late.status == python_late.status == "out_of_time"
+    assert late.passes == 0 and late.trial is None
