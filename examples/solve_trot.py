@@ -3,11 +3,12 @@
     python examples/solve_trot.py --robot go2 --velocity 0.5 --out results
 
 Builds the gait-library trot (contact-implicit: the smooth contact model decides the contacts,
-the gait pattern only shapes them), solves it with FDDP, re-simulates it open loop, prints the
-per-term costs and what the gait achieves (average speed, base height, torque use, contact
-pattern) and saves `results/trot_<robot>.npz` + `.json`, plots (`trot_<robot>_*.png`) and a
-self-contained HTML replay (`trot_<robot>.html`), then shows the result in a Meshcat viewer on
-localhost and prints its URL (`--no-view`: no viewer).
+the gait pattern only shapes them), solves it with FDDP (each iteration one call into generated
+C where a C compiler is found, `--derivatives compiled`; JAX otherwise), re-simulates it open
+loop, prints the per-term costs and what the gait achieves (average speed, base height, torque
+use, contact pattern) and saves `results/trot_<robot>.npz` + `.json`, plots
+(`trot_<robot>_*.png`) and a self-contained HTML replay (`trot_<robot>.html`), then shows the
+result in a Meshcat viewer on localhost and prints its URL (`--no-view`: no viewer).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import time
 import numpy as np
 
 import dynamics
+from trajopt import generated_code
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
+from trajopt.problem import DERIVATIVES
 from trajopt.solver import SOLVERS, solve
 from viz import save_and_publish
 
@@ -28,6 +31,16 @@ from viz import save_and_publish
 def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> np.ndarray:
     """`(nfeet, T)` 0/1 matrix: a foot is in contact when its normal force exceeds `threshold`."""
     return contact_flags(force, threshold).astype(int).T
+
+
+def default_derivatives() -> str:
+    """The derivatives "compiled" where the system's C compiler is found
+    (`trajopt.generated_code`), otherwise "unrolled" (JAX), with a note that says so."""
+    if generated_code.compiler_available():
+        return "compiled"
+    print(f"note: no C compiler ({generated_code.compiler()}): FDDP runs in JAX "
+          "(--derivatives unrolled), slower per iteration")  # fmt: skip
+    return "unrolled"
 
 
 def summarize(traj, problem) -> dict:
@@ -45,6 +58,7 @@ def summarize(traj, problem) -> dict:
         "average_velocity_m_per_s": float((traj.q[-1, 0] - traj.q[0, 0]) / duration),
         "base_height_range_m": [float(traj.q[:, 2].min()), float(traj.q[:, 2].max())],
         "max_torque_over_limit": float(np.max(np.abs(traj.tau) / limit)),
+        "derivatives": problem.derivatives,
         "solve_time_s": traj.meta.get("wall_time_s"),
     }
 
@@ -58,12 +72,21 @@ def main(argv=None):
     parser.add_argument("--dt", type=float, default=0.02, help="knot duration [s]")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--solver", default="fddp", choices=SOLVERS)
+    parser.add_argument(
+        "--derivatives", choices=DERIVATIVES,
+        help="how FDDP differentiates the contact solve: 'compiled' (the implicit derivatives, "
+        "the whole iteration in generated C; the default where a C compiler is found), or in "
+        "JAX: 'unrolled' (the default without one) or 'implicit'",
+    )  # fmt: skip
     parser.add_argument("--out", default="results")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--no-view", action="store_true", help="write plots and replay only")
     parser.add_argument("--zmq-url", help="show the result in this running Meshcat server")
     args = parser.parse_args(argv)
-    problem = make_problem(args.robot, args.gait, args.velocity, duration=args.duration, dt=args.dt)
+    if args.derivatives is None:
+        args.derivatives = default_derivatives()
+    problem = make_problem(args.robot, args.gait, args.velocity, duration=args.duration, dt=args.dt,
+                           derivatives=args.derivatives)  # fmt: skip
     t0 = time.perf_counter()
     traj = solve(
         problem, solver=args.solver, max_iterations=args.iterations, verbose=not args.quiet
