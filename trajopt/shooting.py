@@ -40,9 +40,9 @@ def structure_key(problem: P.Problem):
     traced data."""
     data = problem.data
     leaves_shapes = tuple(
-        (np.shape(x), str(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype))
+        (np.shape(x), x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
         for x in jax.tree_util.tree_leaves(data)
-    )  # the dtype read without a transfer of a device array
+    )  # the dtype read without a transfer of a device array (a dtype object: hashable)
     return (
         problem.model.name,
         model_fingerprint(problem.model),
