@@ -57,7 +57,9 @@ def cycle_time_table(cycle_times, parts: dict | None = None) -> list:
         "",
     ] + ([] if not parts else [
         "Where a cycle's time goes (median of each part over the cycles, ms; `other`: the "
-        "rest of the solve and of the cycle: the start's evaluation, references, warm start):",
+        "rest of the solve and of the cycle: the start's evaluation, references, warm start; "
+        "`generated_code` and `elimination`, where given, are within `linearize`: the "
+        "generated substep and cost functions, and the substeps' elimination):",
         "",
         "| " + " | ".join(parts) + " |",
         "|" + "---:|" * len(parts),

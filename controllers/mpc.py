@@ -48,6 +48,7 @@ import numpy as np
 from dynamics.configuration import State
 from trajopt import problem as P
 from trajopt.fddp import TIMING_PARTS, check_linearize_threads
+from trajopt.fddp_step import LINEARIZE_PARTS
 from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
     available_gaits,
@@ -81,16 +82,22 @@ class CycleRecord:
     timing: dict | None = None
 
 
-def cycle_timing(wall_time: float, solver_timing: dict | None) -> dict | None:
+def cycle_timing(wall_time: float, solver_timing: dict | None,
+                 linearize_parts: dict | None = None) -> dict | None:  # fmt: skip
     """A cycle's wall time [s] split into `TIMING_PARTS`: the solve's linearisation, Riccati
     passes and line searches (`fddp.solve_fddp`'s `info["timing"]`), and "other", the rest of
     the cycle (the solver's own rest, the prediction, the references, the warm start, the plan's
-    assembly): `wall_time - linearize - backward - line_search`. None without a solver timing
-    (a standing cycle, a solve that raised, a solver without one)."""
+    assembly): `wall_time - linearize - backward - line_search`; with the solve's
+    `linearize_parts` (one-call iterations: `fddp_step.LINEARIZE_PARTS`), those too, as parts
+    of "linearize". None without a solver timing (a standing cycle, a solve that raised, a
+    solver without one)."""
     if not solver_timing:
         return None
     parts = {k: float(solver_timing.get(k, 0.0)) for k in TIMING_PARTS[:-1]}
     parts["other"] = max(wall_time - sum(parts.values()), 0.0)
+    for k in LINEARIZE_PARTS:
+        if linearize_parts and k in linearize_parts:
+            parts[k] = float(linearize_parts[k])
     return parts
 
 
@@ -145,12 +152,18 @@ def iteration_counts(cycles) -> dict:
 
 
 def timing_medians(cycles) -> dict | None:
-    """`{part: median [s]}` over `TIMING_PARTS` of the cycles' `timing` (those that have one);
-    None if none has."""
+    """`{part: median [s]}` over `TIMING_PARTS` of the cycles' `timing` (those that have one),
+    and of each of `LINEARIZE_PARTS` over the cycles that have it (those whose iterations ran in
+    one C call); None if no cycle has a timing."""
     timed = [c.timing for c in cycles if c.timing]
     if not timed:
         return None
-    return {k: float(np.median([t[k] for t in timed])) for k in TIMING_PARTS}
+    medians = {k: float(np.median([t[k] for t in timed])) for k in TIMING_PARTS}
+    for k in LINEARIZE_PARTS:
+        values = [t[k] for t in timed if k in t]
+        if values:
+            medians[k] = float(np.median(values))
+    return medians
 
 
 # The weights of a gait-library planner that runs one FDDP iteration per cycle, over the
@@ -386,7 +399,11 @@ class MPC:
         self.mode = "mpc"
         self.stats = MPCStats()
         self.plan, self._previous = None, None
-        timing = cycle_timing(wall_time, plan.meta.get("timing")) if wall_time > 0 else None
+        timing = (
+            cycle_timing(wall_time, plan.meta.get("timing"), plan.meta.get("linearize_parts"))
+            if wall_time > 0
+            else None
+        )
         self._accept(plan, t, wall_time, shift=0, timing=timing)
 
     def update(self, state: State, t: float) -> np.ndarray:
@@ -440,7 +457,8 @@ class MPC:
             failed, plan = True, None
         status = "error" if plan is None else plan.status
         wall = time.perf_counter() - start
-        timing = cycle_timing(wall, None if plan is None else plan.meta.get("timing"))
+        meta = {} if plan is None else plan.meta
+        timing = cycle_timing(wall, meta.get("timing"), meta.get("linearize_parts"))
         return CycleOutcome(t, wall, shift, None if failed else plan, warm, status, timing)
 
     def predict(self, state: State, t: float, lookahead: float):

@@ -23,13 +23,13 @@ from contact.coulomb import TANGENT_RCOND
 
 from . import c_kernels
 from . import problem as P
-from .fddp_step import ITERATION_PARTS, MU_MAX, Iteration
+from .fddp_step import ITERATION_PARTS, LINEARIZE_PARTS, MU_MAX, Iteration
 from .shooting import ALPHAS, MERIT_DEFECT_WEIGHT, flat_states
 
 # the generated functions, in the order the C driver takes them (`trajopt.casadi_knots`)
 GENERATED = ("substep_forward", "substep_derivative", "knot_forward", "knot_costs",
              "terminal_costs", "knot_cost_values", "terminal_cost_values")  # fmt: skip
-REPORT_SIZE = 17  # fddp_iteration.c's report
+REPORT_SIZE = 19  # fddp_iteration.c's report
 MAX_TRIALS = 32  # rejected searches recorded (mu from 1e-9 to MU_MAX is 20)
 _STATUS = {1: "accepted", 0: "no_step", 2: "out_of_time"}
 _TABLES: dict = {}  # generated library path -> (its handle, its function table)
@@ -110,7 +110,8 @@ def iterate(
             else "a generated knot function failed in the compiled FDDP iteration"
         )  # fmt: skip
     (index, mu_end, dV1, dV2, k_max, has_first, first_dV1, first_kmax, first_mu, first_dV2,
-     cost_new, *seconds, n_trials, passes, rollouts) = report.tolist()  # fmt: skip
+     cost_new, *seconds, n_trials, passes, rollouts, generated,
+     elimination) = report.tolist()  # fmt: skip
     first = (first_dV1, first_kmax, first_mu, first_dV2) if has_first else None
     trial, alpha = None, None
     if status == 1:
@@ -125,4 +126,5 @@ def iterate(
         _STATUS[status], alpha, trial, k, K, dV1, dV2, k_max, mu_end, first,
         [tuple(row) for row in trials[: int(n_trials)].tolist()], float(np.max(residuals)),
         dict(zip(ITERATION_PARTS, seconds, strict=True)), int(passes), int(rollouts),
+        dict(zip(LINEARIZE_PARTS, (generated, elimination), strict=True)),
     )  # fmt: skip

@@ -196,7 +196,9 @@ def solve_fddp(
 
     Stops "converged" by the rule of the module docstring; `info["reason"]` says why the solve
     stopped, with the numbers; `info["timing"]` the seconds spent in `TIMING_PARTS` over the
-    whole solve (they sum to `wall_time`).
+    whole solve (they sum to `wall_time`), `info["linearize_parts"]` those of the linearisation
+    spent in the generated code and the substeps' elimination by one-call iterations
+    (`fddp_step.LINEARIZE_PARTS`; empty when none ran).
     `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
     (`JaxKnots.linearize_in_two_threads`: the same iterates, on two cores)."""
     two_threads = check_linearize_threads(linearize_threads, problem.derivatives) == 2
@@ -205,6 +207,7 @@ def solve_fddp(
     data = problem.data
     start = time.perf_counter()
     timing = dict.fromkeys(TIMING_PARTS, 0.0)
+    linearize_parts: dict = {}  # within timing["linearize"], from one-call iterations
     in_jax = dict(getattr(fn, "terms_in_jax", {}))  # own terms beside the generated C
     jax_terms_start = getattr(fn, "jax_terms_seconds", 0.0)
     if in_jax and verbose:
@@ -260,6 +263,8 @@ def solve_fddp(
             step = fddp_step.iterate(fn, linearize, data, xs, us, cost, defects, mu, deadline)
         for part, seconds in step.seconds.items():
             timing[part] += seconds
+        for part, seconds in (step.linearize_parts or {}).items():
+            linearize_parts[part] = linearize_parts.get(part, 0.0) + seconds
         contact_residual = step.contact_residual
         contact_residuals.append(contact_residual)
         mu, first = step.mu, step.first
@@ -351,6 +356,7 @@ def solve_fddp(
         "defects": gaps,
         "wall_time": wall_time,
         "timing": timing,
+        "linearize_parts": linearize_parts,
         # {name: why} of the own terms linearised in JAX, and their seconds (within "linearize")
         "terms_in_jax": in_jax,
         "terms_in_jax_seconds": getattr(fn, "jax_terms_seconds", 0.0) - jax_terms_start,

@@ -30,6 +30,10 @@
  *    a search with none accepted raises mu. Before each Riccati pass, a deadline past (in
  *    CLOCK_MONOTONIC seconds, Python's time.perf_counter) ends the iteration.
  *
+ * The report's seconds split the iteration into the linearisation, the backward passes (the
+ * model and the Riccati passes) and the line search, and, within the linearisation, the time in
+ * the generated substep and cost functions and in eliminate_knot.
+ *
  * Returns 1 (a step accepted), 0 (none, up to mu_max), 2 (the deadline passed first), -1 (out
  * of memory), -2 (a knot's contact map is not provably regular: the caller's pseudo-inverse
  * path linearises it), -3 (a generated function failed). Row-major float64 arrays throughout.
@@ -49,7 +53,7 @@ enum { FORWARD, DERIVATIVE, KNOT_FORWARD, COSTS, TERMINAL, COST_VALUES, TERMINAL
 enum { REPORT_INDEX, REPORT_MU, REPORT_DV1, REPORT_DV2, REPORT_KMAX, REPORT_FIRST,
        REPORT_FIRST_DV1, REPORT_FIRST_KMAX, REPORT_FIRST_MU, REPORT_FIRST_DV2, REPORT_COST,
        REPORT_LINEARIZE, REPORT_BACKWARD, REPORT_LINE_SEARCH, REPORT_TRIALS, REPORT_PASSES,
-       REPORT_ROLLOUTS, REPORT_SIZE };
+       REPORT_ROLLOUTS, REPORT_GENERATED, REPORT_ELIMINATION, REPORT_SIZE };
 
 static double now(void) {
     struct timespec ts;
@@ -180,10 +184,12 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
             const double *args_d[] = {q, v, u_t, v_next, p, s_, steps, q_next};
             double *res_d[] = {c_mass, c_jac, c_w, c_D, c_phi1, c_phi3, c_ue, c_we, c_qe, c_qv,
                                c_taue};
+            double mark = now();
             if (!call(&g, FORWARD, args_f, res_f) || !call(&g, DERIVATIVE, args_d, res_d)) {
                 status = -3;
                 goto done;
             }
+            report[REPORT_GENERATED] += now() - mark;
             from_columns(c_mass, mass, nv, nv);
             from_columns(c_jac, jac, k3, nv);
             from_columns(c_D, D, k3, 3);
@@ -196,9 +202,12 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
             from_columns(c_taue, taue, nu, n);
             double *state = subs + per_substep * s, *fjac = state + (size_t)2 * nv * n;
             double *tjac = fjac + (size_t)k3 * n;
-            if (!eliminate_knot(nv, nu, nf, n, dt, damping, rcond, mass, jac, c_w, D, steps,
-                                phi1, phi3, ue, qe, qv, we, taue, p, frame, state, fjac, tjac,
-                                elimination, piv)) {
+            mark = now();
+            int regular = eliminate_knot(nv, nu, nf, n, dt, damping, rcond, mass, jac, c_w, D,
+                                         steps, phi1, phi3, ue, qe, qv, we, taue, p, frame,
+                                         state, fjac, tjac, elimination, piv);
+            report[REPORT_ELIMINATION] += now() - mark;
+            if (!regular) {
                 status = -2;
                 goto done;
             }
@@ -248,10 +257,12 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
         double *c_rup = c_rv + (size_t)nr * nv, *c_ru = c_rup + (size_t)nr * nu;
         double *c_rf = c_ru + (size_t)nr * nu, *c_rtau = c_rf + (size_t)nr * k3;
         double *res_c[] = {r + (size_t)t * nr, c_rq, c_rv, c_rup, c_ru, c_rf, c_rtau};
+        double mark = now();
         if (!call(&g, COSTS, args_c, res_c)) {
             status = -3;
             goto done;
         }
+        report[REPORT_GENERATED] += now() - mark;
         double *rq = costs, *rv = rq + (size_t)nr * nv, *rup = rv + (size_t)nr * nv;
         double *ru = rup + (size_t)nr * nu, *rf = ru + (size_t)nr * nu;
         double *rtau = rf + (size_t)nr * k3;

@@ -26,6 +26,7 @@ from .shooting import ALPHAS, merit
 
 MU_MAX = 1e10  # the regularisation at which an iteration gives up its line search
 ITERATION_PARTS = ("linearize", "backward", "line_search")  # `Iteration.seconds`' keys
+LINEARIZE_PARTS = ("generated_code", "elimination")  # `Iteration.linearize_parts`' keys
 
 
 class Iteration(NamedTuple):
@@ -37,7 +38,9 @@ class Iteration(NamedTuple):
     first positive definite pass (None if none); `trials`, `(mu, merit change)` of each
     rejected search's smallest step; the linearisation point's largest contact residual [m/s];
     the seconds spent per part (`ITERATION_PARTS`); how many Riccati passes and forward passes
-    (line-search trials) ran."""
+    (line-search trials) ran; and, from the one-call iteration, `linearize_parts`: the seconds
+    of the linearisation spent in the generated code and in the substeps' elimination
+    (`LINEARIZE_PARTS`; None from `iterate`)."""
 
     status: str
     alpha: float | None
@@ -54,6 +57,7 @@ class Iteration(NamedTuple):
     seconds: dict
     passes: int
     rollouts: int
+    linearize_parts: dict | None = None
 
 
 def iterate(fn, linearize, data, xs, us, cost: float, defects, mu: float,

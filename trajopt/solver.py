@@ -100,8 +100,9 @@ def solve(
 ) -> Trajectory:
     """Solve `problem`; returns a `Trajectory` whose `status` says why the solver stopped (FDDP:
     `meta["reason"]` says it in words, with the numbers, `meta["timing"]` splits the solve's
-    time and `meta["exact_derivatives_from"]` is the iteration from which it took the computed
-    step's derivatives, or None, `fddp.solve_fddp`).
+    time, `meta["linearize_parts"]` its linearisation's where one-call iterations ran, and
+    `meta["exact_derivatives_from"]` is the iteration from which it took the computed step's
+    derivatives, or None, `fddp.solve_fddp`).
 
     `callback(record)` (FDDP) is called after every accepted iteration with its history record
     (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
@@ -137,6 +138,8 @@ def solve(
         # why it stopped and where its time went (`fddp.solve_fddp`'s reason and timing)
         traj.meta.update(reason=info["reason"], timing=info["timing"],
                          exact_derivatives_from=info["exact_derivatives_from"])  # fmt: skip
+        if info["linearize_parts"]:  # one-call iterations: the linearisation's generated code
+            traj.meta.update(linearize_parts=info["linearize_parts"])
         if info["terms_in_jax"]:  # derivatives="compiled": what ran beside the C, and its cost
             traj.meta.update(terms_in_jax=info["terms_in_jax"],
                              terms_in_jax_seconds=info["terms_in_jax_seconds"])  # fmt: skip

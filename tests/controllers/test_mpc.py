@@ -9,6 +9,7 @@ a row switch to the safe stand; command and gait changes never change the proble
 """
 
 import dataclasses
+import functools
 
 import jax.numpy as jnp
 import numpy as np
@@ -427,6 +428,26 @@ def test_cycles_report_where_their_time_went(scripted, standing, monkeypatch):
     assert medians["other"] == np.median([c.timing["other"] for c in cycles])
     plain = mpc_module.MPCStats([mpc_module.CycleRecord(0.0, 0.01, "stand", 0, 1.0, 0, "stand")])
     assert plain.summary()["timing_median_s"] is None
+
+
+def test_a_cycle_keeps_the_linearisations_parts_beside_the_four_that_add_up():
+    """With a solve's `linearize_parts` (one-call iterations) the cycle keeps them as parts of
+    `linearize`: "other" is still the wall time less the three solver parts, and the summary's
+    medians give each over the cycles that have it."""
+    solver = {"linearize": 4e-3, "backward": 1e-3, "line_search": 5e-4, "other": 0.0}
+    inside = {"generated_code": 2.5e-3, "elimination": 1e-3}
+    timing = mpc_module.cycle_timing(8e-3, solver, inside)
+    assert timing["other"] == pytest.approx(8e-3 - 5.5e-3)
+    assert timing["generated_code"] == 2.5e-3 and timing["elimination"] == 1e-3
+    plain = mpc_module.cycle_timing(8e-3, solver)
+    assert set(plain) == {"linearize", "backward", "line_search", "other"}
+    record = functools.partial(mpc_module.CycleRecord, 0.0, 8e-3, "max_iterations", 1, 1.0, 0,
+                               "mpc")  # fmt: skip
+    both = mpc_module.timing_medians([record(timing=timing), record(timing=dict(timing))])
+    assert both["generated_code"] == 2.5e-3 and both["other"] == timing["other"]
+    mixed = mpc_module.timing_medians([record(timing=timing), record(timing=plain)])
+    assert mixed["generated_code"] == 2.5e-3 and mixed["elimination"] == 1e-3
+    assert mpc_module.timing_medians([record(timing=plain)]).keys() == plain.keys()
 
 
 @pytest.mark.slow  # compiles the Solo12 trot's knots when the disk cache does not hold them

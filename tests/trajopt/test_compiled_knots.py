@@ -370,7 +370,8 @@ def test_the_one_call_iteration_equals_the_python_iteration_over_the_compiled_ca
     the compiled backend's calls (`fddp_step.iterate`: the knots' dynamics, costs, Riccati pass
     and line search, each its own call): five iterations from the trot guess take the same
     steps and mu, and give the same controls, gains and costs to 1e-12 of their size; every
-    iteration ran in one C call, and its timing has the three parts."""
+    iteration ran in one C call, and its timing has the three parts, the linearisation's split
+    into its generated code and elimination."""
     a, b, in_c = _solve_both_ways(_problem(), monkeypatch)
     assert in_c == 5 and a[2]["iterations"] == 5
     for ra, rb in zip(a[2]["history"], b[2]["history"], strict=True):
@@ -382,6 +383,10 @@ def test_the_one_call_iteration_equals_the_python_iteration_over_the_compiled_ca
     assert _relative(a[2]["cost"], b[2]["cost"]) < 1e-12
     assert a[2]["term_costs"] == pytest.approx(b[2]["term_costs"], rel=1e-12, abs=1e-14)
     assert all(a[2]["timing"][part] > 0 for part in fddp_step.ITERATION_PARTS)
+    inside = a[2]["linearize_parts"]  # the generated code's and the elimination's seconds
+    assert set(inside) == set(fddp_step.LINEARIZE_PARTS) and min(inside.values()) > 0
+    assert sum(inside.values()) < a[2]["timing"]["linearize"]
+    assert b[2]["linearize_parts"] == {}  # the Python iteration does not split it
 
 
 def test_the_one_call_iteration_leaves_irregular_knots_to_the_python_iteration(monkeypatch):
