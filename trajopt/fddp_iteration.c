@@ -76,6 +76,20 @@ static void add_product(const double *a, const double *b, double *out, int r, in
         }
 }
 
+/* out (h, n) := X (h, n) [S (ns, n); 0 | I_{n - ns}] = X[:, :ns] S + [0 | X[:, ns:]]: a
+ * substep's Jacobian over the knot's tangent from its Jacobian over its own input tangent,
+ * whose state part S the earlier substeps give and whose control part is the knot's. */
+static void chain_substep(const double *X, const double *S, double *out, int h, int ns, int n) {
+    memset(out, 0, sizeof(double) * (size_t)h * n);
+    for (int i = 0; i < h; ++i) {
+        double *row = out + (size_t)i * n;
+        const double *x = X + (size_t)i * n;
+        for (int l = 0; l < ns; ++l)
+            if (x[l] != 0.0) add_scaled(row, x[l], S + (size_t)l * n, n);
+        for (int j = ns; j < n; ++j) row[j] += x[j];
+    }
+}
+
 typedef struct {
     generated_fn fn[GENERATED];
     long long *iw;
@@ -215,8 +229,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
                 double *parts[] = {fjac, tjac, state};
                 const int heights[] = {k3, nu, 2 * nv};
                 for (int i = 0; i < 3; ++i) {
-                    memset(chained, 0, sizeof(double) * (size_t)heights[i] * n);
-                    add_product(parts[i], chain, chained, heights[i], n, n);
+                    chain_substep(parts[i], chain, chained, heights[i], 2 * nv, n);
                     memcpy(parts[i], chained, sizeof(double) * (size_t)heights[i] * n);
                 }
             }

@@ -16,7 +16,9 @@
  * eliminate_knot does one knot (trajopt/fddp_iteration.c calls it), substep_elimination N.
  * A knot whose A fails the bound (or is singular) is flagged irregular[knot] = 1 and left for
  * the caller (the pseudo-inverse, in NumPy); its outputs are then not written.
- * Arrays are float64, row-major, contiguous, with the knot as the leading axis.
+ * Arrays are float64, row-major, contiguous, with the knot as the leading axis. The products
+ * skip the exact zeros of J and Q_v (a foot's rows see only the base and its leg; Q_v is
+ * nearly diagonal): exact, they would add zeros.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -108,8 +110,9 @@ int eliminate_knot(int nv, int nu, int k, int n, double dt, double damping, doub
     /* G~ = J M'^-1 J^T with the off-diagonal blocks' columns weighted */
     memset(delassus, 0, sizeof(double) * k3 * k3);
     for (int i = 0; i < k3; ++i)
-        for (int l = 0; l < nv; ++l) axpy(delassus + (size_t)i * k3, J_t[i * nv + l],
-                                          rhs + (size_t)l * m + n, k3);
+        for (int l = 0; l < nv; ++l)
+            if (J_t[i * nv + l] != 0.0) /* a foot's rows: the base's and its leg's columns */
+                axpy(delassus + (size_t)i * k3, J_t[i * nv + l], rhs + (size_t)l * m + n, k3);
     for (int i = 0; i < k3; ++i)
         for (int j = 0; j < k3; ++j)
             if (i / 3 != j / 3) delassus[i * k3 + j] *= w3[j];
@@ -129,7 +132,8 @@ int eliminate_knot(int nv, int nu, int k, int n, double dt, double damping, doub
     memcpy(b_u, ue, sizeof(double) * k3 * n);
     for (int i = 0; i < k3; ++i) {
         double *row = b_u + (size_t)i * n;
-        for (int l = 0; l < nv; ++l) axpy(row, -J_t[i * nv + l], rhs + (size_t)l * m, n);
+        for (int l = 0; l < nv; ++l)
+            if (J_t[i * nv + l] != 0.0) axpy(row, -J_t[i * nv + l], rhs + (size_t)l * m, n);
         double scale = -(1.0 - w3[i]);
         if (scale != 0.0) {
             const double *phi3_i = phi3 + (size_t)(i / 3) * nv * n;
@@ -166,8 +170,9 @@ int eliminate_knot(int nv, int nu, int k, int n, double dt, double damping, doub
     }
     memcpy(dq, qe, sizeof(double) * nv * n);
     for (int i = 0; i < nv; ++i)
-        for (int l = 0; l < nv; ++l) axpy(dq + (size_t)i * n, qv[i * nv + l],
-                                          dv + (size_t)l * n, n);
+        for (int l = 0; l < nv; ++l)
+            if (qv[i * nv + l] != 0.0) /* Q_v: dt, rotated on the base, on the diagonal */
+                axpy(dq + (size_t)i * n, qv[i * nv + l], dv + (size_t)l * n, n);
     /* forces: frame (w dp + p dw) / dt per contact */
     for (int c = 0; c < k; ++c) {
         double *rows = dv_tmp; /* the contact's impulse tangent (3, n) */
