@@ -548,16 +548,17 @@ def iteration_parts(derivatives: str) -> list[str]:
     """What an iteration is made of, and where to gain, for the knots' `derivatives`."""
     if derivatives == "compiled":
         return [
-            "- What an iteration is (derivatives='compiled'): the knots' substeps and their "
-            "partial Jacobians in C that CasADi generates, the elimination of each substep's "
-            "tangent system (`v+`, the impulses) in C (`trajopt/substep_elimination.c`), the "
-            "costs' Jacobians in generated C chained through the forces' in NumPy; the "
-            "Gauss-Newton model and the Riccati recursion in C (`trajopt/riccati.c`); the line "
-            "search's forward passes and their costs in generated C. About a dozen compiled "
-            "calls per iteration, with NumPy between them.",
-            "- Where to gain: the generated partial Jacobians are most of the linearisation; "
-            "one compiled call per iteration would remove the Python between the calls "
-            "(`other`, and the NumPy chaining of substeps and costs).",
+            "- What an iteration is (derivatives='compiled'): one C call "
+            "(`trajopt/fddp_iteration.c`): the knots' substeps and their partial Jacobians in C "
+            "that CasADi generates, the elimination of each substep's tangent system (`v+`, the "
+            "impulses; `trajopt/substep_elimination.c`), the substeps' chaining and the costs' "
+            "chain rule through the forces and torques, the Gauss-Newton model and the Riccati "
+            "passes (`trajopt/riccati.c`), the line search's forward passes and their costs; "
+            "`other` is the Python around the call.",
+            "- Where to gain: the linearisation's generated code (about half of it), its "
+            "elimination and chaining (a quarter each; `info[\"linearize_parts\"]`, "
+            "BENCHMARKS.md, \"MPC\"), and the Riccati pass's dense products (plain loops, no "
+            "BLAS).",
         ]
     return [
         "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
