@@ -170,12 +170,12 @@ def test_compiled_knot_jacobians_equal_the_implicit_jacfwd(contact, substeps):
     assert max(worst.values()) < 1e-8, worst
 
 
-def _anymal_trot(derivatives="compiled"):
+def _anymal_trot(derivatives="compiled", contact="smooth"):
     """`benchmarks/bench_trajopt.py`'s ANYmal C trot: Crocoddyl's example, 56 knots of 10 ms,
     one trot period, 0.2 m/s."""
     return make_problem(
         "anymal_c", "trot", 0.5 * (0.5 * 0.15 + 0.15) / 0.56, duration=0.56, dt=0.01,
-        substeps=1, num_sweeps=10, period=0.56, derivatives=derivatives,
+        substeps=1, num_sweeps=10, period=0.56, derivatives=derivatives, contact=contact,
     )  # fmt: skip
 
 
@@ -184,10 +184,10 @@ def _relative(a, b) -> float:
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1.0))
 
 
-@pytest.mark.slow  # 4-6 min: both backends of three structures compile
+@pytest.mark.slow  # 5-8 min: both backends of four structures compile
 @pytest.mark.parametrize(
     "robot, contact",
-    [("go2", "smooth"), ("go2", "hard"), ("anymal_c", "smooth")],
+    [("go2", "smooth"), ("go2", "hard"), ("anymal_c", "smooth"), ("anymal_c", "hard")],
 )
 def test_every_compiled_iteration_equals_the_implicit_one(robot, contact):
     """From each iterate of a compiled solve (the MPC's Go2 problem, 25 knots, and the ANYmal
@@ -196,7 +196,7 @@ def test_every_compiled_iteration_equals_the_implicit_one(robot, contact):
     iteration, not over a whole solve: at mu = 1e-9 the Riccati pass amplifies rounding-level
     differences of the Jacobians (1e-13) by Q_uu's condition number, so two whole solves drift
     apart (to 1e-9 in cost after ten iterations) while every step is the same function."""
-    compiled = _problem(contact, horizon=0.5) if robot == "go2" else _anymal_trot()
+    compiled = _problem(contact, horizon=0.5) if robot == "go2" else _anymal_trot(contact=contact)
     # 0.1 um lower (as `_states`): the standing start touches the ground exactly, the kink of
     # the hard model's opening, where each implementation's rounding of the gap picks the side
     x0 = compiled.data.x0
