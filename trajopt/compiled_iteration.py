@@ -24,7 +24,7 @@ from contact.coulomb import TANGENT_RCOND
 from . import c_kernels
 from . import problem as P
 from .fddp_step import ITERATION_PARTS, LINEARIZE_PARTS, MU_MAX, Iteration
-from .shooting import ALPHAS, MERIT_DEFECT_WEIGHT, flat_states
+from .shooting import ALPHAS, MERIT_DEFECT_WEIGHT, defects_after_pass, flat_states, merit
 
 # the generated functions, in the order the C driver takes them (`trajopt.casadi_knots`)
 GENERATED = ("substep_forward", "substep_derivative", "knot_forward", "knot_costs",
@@ -84,7 +84,7 @@ def iterate(
     nr_T = functions.terminal.size_out(0)[0] if terminal else 0
     dims = np.array([T, problem.substeps, nq, nv, nu, nf, refs.shape[1], len(running),
                      len(terminal), nr, nr_T, len(ALPHAS), MAX_TRIALS], dtype=np.int32)  # fmt: skip
-    merit_old = float(cost) + MERIT_DEFECT_WEIGHT * float(np.sum(np.abs(defects)))
+    merit_old = merit(cost, defects)
     numbers = np.concatenate([
         [functions.numbers["dt"], functions.numbers["joint_damping"], rcond, merit_old, mu,
          MU_MAX, deadline, MERIT_DEFECT_WEIGHT],
@@ -116,12 +116,10 @@ def iterate(
     trial, alpha = None, None
     if status == 1:
         alpha = ALPHAS[int(index)]
-        trial_defects = (1.0 - alpha) * defects
-        trial_defects[0] = 0.0
         states = P.KnotState(xs_new[:, :nq], xs_new[:, nq : nq + nv], xs_new[:, nq + nv :])
         trial = (states, us_new, cost_new, dict(zip(running + terminal, terms.tolist(),
                                                     strict=True)),
-                 trial_defects, forces, taus)  # fmt: skip
+                 defects_after_pass(defects, alpha), forces, taus)  # fmt: skip
     return Iteration(
         _STATUS[status], alpha, trial, k, K, dV1, dV2, k_max, mu_end, first,
         [tuple(row) for row in trials[: int(n_trials)].tolist()], float(np.max(residuals)),

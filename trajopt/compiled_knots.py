@@ -62,7 +62,15 @@ from . import (
 )
 from . import problem as P
 from .jax_knots import JaxKnots
-from .shooting import ALPHAS, KnotDynamics, Linearization, flat_states, index_knots, merit
+from .shooting import (
+    ALPHAS,
+    KnotDynamics,
+    Linearization,
+    defects_after_pass,
+    flat_states,
+    index_knots,
+    merit,
+)
 
 
 def tangent_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -433,10 +441,8 @@ class CompiledKnots:
             xs_t, us_t, reached, forces_t, taus_t = self.forward_with_transitions(
                 data, xs, us, k, K, defects, alpha
             )
-            trial_defects = (1.0 - alpha) * defects
-            trial_defects[0] = 0.0
             cost, terms, d, forces, taus = self.evaluate_pass(
-                data, xs_t, us_t, reached, forces_t, taus_t, trial_defects
+                data, xs_t, us_t, reached, forces_t, taus_t, defects_after_pass(defects, alpha)
             )
             trial = (xs_t, us_t, cost, terms, d, forces, taus)
             if np.isfinite(cost) and np.all(np.isfinite(d)) and merit(cost, d) < merit_old:

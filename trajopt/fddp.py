@@ -249,12 +249,12 @@ def solve_fddp(
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
     exact = exact_derivatives(problem) if time_budget is None else None
     exact_from = None  # the iteration from which the derivatives are the computed step's
+    deadline = float("inf") if time_budget is None else start + time_budget
     while iteration < max_iterations:
         iteration += 1
         began = time.perf_counter()
         gaps = float(np.sum(np.abs(defects)))
         bound = decrease_bound(cost, tolerance)
-        deadline = float("inf") if time_budget is None else start + time_budget
         step = None
         in_c = getattr(fn, "iterate_in_c", None)
         if in_c is not None and not two_threads:

@@ -378,3 +378,11 @@ def line_search_trials(problem, data, xs, us, k, K, defects, merit_old):
 def merit(cost, defects) -> float:
     """`merit_of` on the host, as a Python float."""
     return float(cost) + MERIT_DEFECT_WEIGHT * float(np.sum(np.abs(defects)))
+
+
+def defects_after_pass(defects: np.ndarray, alpha: float) -> np.ndarray:
+    """The defects `(T + 1, nx)` a forward pass at step `alpha` leaves, on the host: `(1 - alpha)
+    f_t`, and `f_0 = 0` (the pass starts at `x0`)."""
+    left = (1.0 - alpha) * np.asarray(defects)
+    left[0] = 0.0
+    return left
