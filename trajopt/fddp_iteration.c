@@ -161,7 +161,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
         {&chain, (size_t)n * n}, {&chained, (size_t)n * n}, {&forces_jac, (size_t)k3 * n},
         {&forces_sum, k3}, {&forces_mean, k3}, {&taus, nu}, {&taus_jac, (size_t)nu * n},
         {&c_costs, n_costs}, {&costs, n_costs}, {&Re, (size_t)nr * n},
-        {&terminal, (size_t)nrT * (1 + nx)}, {&K_cols, (size_t)nu * nx},
+        {&terminal, (size_t)nrT * (1 + nx)}, {&K_cols, (size_t)T * nu * nx},
         {&term_sum, (size_t)nterms + ntermsT + 1}, {&out, (size_t)2 * nxq + k3 + 2 * nu + 1},
         {&elimination, elimination_work_size(nv, nf, n)}, {&g.w, (size_t)most_w},
     };
@@ -350,6 +350,10 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
         report[REPORT_DV2] = dV[1];
         report[REPORT_KMAX] = k_max;
         tic = now();
+        for (int t = 0; t < T; ++t) /* each K_t as a column-major (nu, nx) input, once a pass */
+            for (int i = 0; i < nu; ++i)
+                for (int j = 0; j < nx; ++j)
+                    K_cols[((size_t)t * nx + j) * nu + i] = K[((size_t)t * nu + i) * nx + j];
         int accepted = -1;
         double last_merit = 0.0;
         for (int a = 0; a < nalpha && accepted < 0; ++a) {
@@ -358,13 +362,11 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
             double *reached = out, *trial_forces, *trial_taus;
             memcpy(xs_new, x0, sizeof(double) * nxq);
             for (int t = 0; t < T; ++t) {
-                for (int i = 0; i < nu; ++i) /* K_t as a column-major (nu, nx) input */
-                    for (int j = 0; j < nx; ++j)
-                        K_cols[(size_t)j * nu + i] = K[((size_t)t * nu + i) * nx + j];
                 trial_forces = forces_new + (size_t)t * k3;
                 trial_taus = taus_new + (size_t)t * nu;
                 const double *args_k[] = {xs_new + (size_t)t * nxq, xs + (size_t)t * nxq,
-                                          us + (size_t)t * nu, k + (size_t)t * nu, K_cols,
+                                          us + (size_t)t * nu, k + (size_t)t * nu,
+                                          K_cols + (size_t)t * nx * nu,
                                           defects + (size_t)(t + 1) * nx, &alpha};
                 double *res_k[] = {xs_new + (size_t)(t + 1) * nxq, us_new + (size_t)t * nu,
                                    reached, trial_forces, trial_taus};
