@@ -70,7 +70,7 @@ def main(argv=None):
     parser.add_argument("--velocity", type=float, default=0.5, help="forward speed [m/s]")
     parser.add_argument("--duration", type=float, default=0.8, help="horizon [s]")
     parser.add_argument("--dt", type=float, default=0.02, help="knot duration [s]")
-    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--solver", default="fddp", choices=SOLVERS)
     parser.add_argument(
         "--derivatives", choices=DERIVATIVES,

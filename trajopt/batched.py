@@ -18,7 +18,7 @@ host is taken inside one jitted call per iteration, per problem:
         else mu <- 10 mu
     no step accepted: stop, "converged" if the model predicts no decrease on a feasible
         trajectory, else "line_search_failed"
-    else take the step, mu <- max(mu / 10, 1e-9); "converged" after a full, barely
+    else take the step, mu <- fddp_step.next_mu(mu, alpha); "converged" after a full, barely
         regularised step predicting a negligible change on a feasible trajectory
 
 Unlike `fddp.solve_fddp`, a problem with "implicit" derivatives whose line search fails stops
@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from . import fddp, knot_backends, riccati, sharding, shooting
+from . import fddp, fddp_step, knot_backends, riccati, sharding, shooting
 from . import problem as P
 
 # status codes inside the compiled iteration
@@ -104,8 +104,8 @@ def _iteration(problem, tolerance, defect_tolerance, data, carry):
     failed_status = jnp.where(stationary & (gaps_old < defect_tolerance), CONVERGED,
                               LINE_SEARCH_FAILED)  # fmt: skip
     xs_n, us_n, cost_n, terms_n, defects_n, forces_n, taus_n = out["trial"]
-    mu_n = jnp.maximum(out["mu"] / 10.0, 1e-9)
     alpha = jnp.asarray(shooting.ALPHAS, cost.dtype)[jnp.maximum(out["index"], 0)]
+    mu_n = fddp_step.next_mu(out["mu"], alpha, jnp)
     gaps = jnp.sum(jnp.abs(defects_n))
     done = (alpha == 1.0) & (mu_n <= 1e-4) & (gaps < defect_tolerance) & (
         jnp.abs(out["dV1"]) < tolerance * (1.0 + jnp.abs(cost_n))

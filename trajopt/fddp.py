@@ -18,7 +18,10 @@ residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
    `x^_{t+1} = F(x^_t, u) (+) (alpha - 1) f_{t+1}`: defects shrink by `(1 - alpha)`; a full step
    (`alpha = 1`) is a closed-loop rollout and leaves a feasible (single-shooting) trajectory.
 4. Accept the first `alpha` in the line search whose merit `cost + nu sum_t |f_t|_1` decreases;
-   otherwise raise the Levenberg-Marquardt regularisation `mu` and retry.
+   otherwise raise the Levenberg-Marquardt regularisation `mu` and retry. The next iteration
+   starts from `fddp_step.next_mu` (Crocoddyl's schedule): `mu / 10` after a step of at least
+   0.5, `10 mu` after one of at most 0.01 (a model that over-predicts, as at a kink of the
+   contact model), else the same `mu`.
 
 Stopping (`info["status"]`, and `info["reason"]` says why in words, with the numbers):
 
@@ -28,6 +31,12 @@ Stopping (`info["status"]`, and `info["reason"]` says why in words, with the num
                     or no step lowers the merit where the model, at the iteration's first
                     positive definite Riccati pass, predicts |dV1| < tolerance (1 + |cost|) on a
                     feasible trajectory (a possibly non-smooth minimum)
+
+That first pass is at the `mu` the iteration started from. After short steps at kinks of the
+contact model the schedule has raised it, and the step `k ~ -Q_u / mu` and its prediction
+`dV1 ~ -|Q_u|^2 / mu` shrink with it, as in Crocoddyl, whose stop is this prediction: the
+solve then stops where no step along the (nearly steepest-descent) direction lowers the merit,
+down to a step of `0.01 max |k|`. The reason gives that `mu` and `max |k|`.
 
 `dV1 = sum_t k_t^T Q_u,t` is the Gauss-Newton model's change for the full step. Otherwise
 "line_search_failed" when no step length lowers the merit at any `mu` up to
@@ -278,7 +287,11 @@ def solve_fddp(
             # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.
             if first is not None and first[0] < bound and gaps < defect_tolerance:
                 status = "converged"
-                reason = converged_reason(first[0], gaps, bound, "no step lowers the merit")
+                reason = converged_reason(
+                    first[0], gaps, bound,
+                    f"no step lowers the merit for mu from {first[2]:.0e} to {mu:.0e} (the "
+                    f"first pass's step max |k| = {first[1]:.3g})",
+                )  # fmt: skip
             elif exact is not None and exact_from is None:
                 # the model is not the computed step's: retry from here with one that is
                 exact_from, fn = iteration, knot_backends.for_problem(exact)
@@ -297,7 +310,7 @@ def solve_fddp(
         alpha, K, dV1, k_max = step.alpha, step.K, step.dV1, step.k_max
         xs, us, cost, terms, defects, forces, taus = step.trial
         feedback = K
-        mu = max(mu / 10.0, 1e-9)
+        mu = float(fddp_step.next_mu(mu, alpha))
         gaps = float(np.sum(np.abs(defects)))
         record = {
             "iteration": iteration,

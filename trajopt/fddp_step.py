@@ -25,8 +25,23 @@ import numpy as np
 from .shooting import ALPHAS, merit
 
 MU_MAX = 1e10  # the regularisation at which an iteration gives up its line search
+# Crocoddyl's schedule for the regularisation an iteration hands to the next (`next_mu`)
+MU_MIN, MU_CARRIED_MAX = 1e-9, 1e9
+STEP_LOWERING_MU = 0.5  # an accepted step at least this long divides mu by 10
+STEP_RAISING_MU = 0.01  # an accepted step at most this long multiplies it by 10
 ITERATION_PARTS = ("linearize", "backward", "line_search")  # `Iteration.seconds`' keys
 LINEARIZE_PARTS = ("generated_code", "elimination")  # `Iteration.linearize_parts`' keys
+
+
+def next_mu(mu, alpha, xp=np):
+    """The regularisation the next iteration starts from, after a step of length `alpha` was
+    accepted at `mu` (Crocoddyl's schedule): `mu / 10` after a long step (`alpha >=
+    STEP_LOWERING_MU`: the model is trusted), `10 mu` after a short one (`alpha <=
+    STEP_RAISING_MU`: the model over-predicts, as at a kink of the contact model), else `mu`;
+    clipped to `[MU_MIN, MU_CARRIED_MAX]`. `xp`: `numpy` or `jax.numpy` (elementwise, for a
+    batch of problems)."""
+    factor = xp.where(alpha >= STEP_LOWERING_MU, 0.1, xp.where(alpha <= STEP_RAISING_MU, 10.0, 1.0))
+    return xp.clip(mu * factor, MU_MIN, MU_CARRIED_MAX)
 
 
 class Iteration(NamedTuple):

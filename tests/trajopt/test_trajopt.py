@@ -424,3 +424,18 @@ def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_proble
                               verbose=False)  # fmt: skip
     assert one["status"] == "time_budget" and one["iterations"] == 1 and one["wall_time"] < 0.75
     assert two["status"] == "time_budget" and two["iterations"] == 2
+
+
+def test_the_next_iteration_starts_from_crocoddyls_regularisation_schedule():
+    """`mu / 10` after a step of at least 0.5, `10 mu` after one of at most 0.01, else `mu`,
+    within `[1e-9, 1e9]`; elementwise the same in NumPy and JAX (the batched solver's)."""
+    from trajopt.fddp_step import next_mu
+
+    assert next_mu(1e-6, 1.0) == pytest.approx(1e-7)
+    assert next_mu(1e-6, 0.5) == pytest.approx(1e-7)
+    assert next_mu(1e-6, 0.25) == 1e-6 and next_mu(1e-6, 0.03125) == 1e-6
+    assert next_mu(1e-6, 0.01) == pytest.approx(1e-5)
+    assert next_mu(1e-9, 1.0) == 1e-9 and next_mu(1e9, 0.01) == 1e9
+    mus, alphas = np.array([1e-3, 1e-3, 1e-3, 1e-9]), np.array([1.0, 0.125, 0.01, 0.5])
+    np.testing.assert_allclose(np.asarray(next_mu(jnp.asarray(mus), jnp.asarray(alphas), jnp)),
+                               next_mu(mus, alphas), rtol=1e-15)  # fmt: skip
