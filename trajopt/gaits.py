@@ -69,9 +69,12 @@ GAITS = {
 # Per robot, where a gait differs from its library entry (measured like the defaults above):
 # ANYmal C trots with a clean diagonal pattern from the kinematic guess (an irregular one from
 # the standing targets), and bounds at 0.6 x its period (at its own, the front pair stays down).
+# Go2 paces at 0.65 x its period: in 60 iterations the lowest cost of the scales 0.6-0.85 and
+# its lateral pairs in step on 90 % of the knots (at the library's 0.7, 72 %).
 ROBOT_GAIT_OVERRIDES = {
     ("anymal_c", "trot"): {"guess": "kinematic"},
     ("anymal_c", "bound"): {"period_scale": 0.6},
+    ("go2", "pace"): {"period_scale": 0.65},
 }
 
 
