@@ -51,7 +51,11 @@ def python_files(root: Path, folders) -> list[Path]:
     for folder in folders:
         base = root / folder
         if base.is_dir():
-            files += sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
+            files += sorted(
+                p for p in base.rglob("*.py")
+                if "__pycache__" not in p.parts
+                and not any(part.startswith(".") for part in p.relative_to(base).parts)
+            )  # hidden folders (a benchmark's own virtual environment) are not the project's
     return files
 
 

@@ -86,9 +86,9 @@ def test_traced_parameters_pass_through_jit_vmap_grad_and_tree_maps():
 
     # traced (jit, vmap, grad) values are never checked, even invalid ones
     assert np.isfinite(float(jax.jit(height_after)(0.002, 0.5)))
-    heights = jax.vmap(height_after)(jnp.array([0.001, 0.002]), jnp.array([0.3, 0.9]))
+    heights = jax.jit(jax.vmap(height_after))(jnp.array([0.001, 0.002]), jnp.array([0.3, 0.9]))
     assert heights.shape == (2,)
-    assert np.isfinite(float(jax.grad(height_after)(0.002, 0.5)))
+    assert np.isfinite(float(jax.jit(jax.grad(height_after))(0.002, 0.5)))
     # pytree maps rebuild StepParams without validating: zeros, negatives, cotangents
     params = contact.StepParams()
     zeros = jax.tree.map(jnp.zeros_like, params)

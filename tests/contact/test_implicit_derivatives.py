@@ -248,14 +248,14 @@ def _step_function(go2, params, s0, tau0, contact, derivatives, num_sweeps=CONVE
     return f, jnp.concatenate([jnp.zeros(go2.nv), s0.v, tau0])
 
 
-@pytest.mark.parametrize("contact", ["hard", "smooth"])
 @pytest.mark.parametrize(
-    "case",
-    [
-        "four_feet_loaded",
-        pytest.param("touchdown", marks=pytest.mark.slow),
-        pytest.param("sliding", marks=pytest.mark.slow),
-    ],
+    "case, contact",
+    [("four_feet_loaded", "hard")]
+    # smooth shares hard's code but for the activation weights (test_activation_weights_enter_
+    # the_implicit_rule, fast): with the other cases, ~12 s each, in the slow suite
+    + [pytest.param("four_feet_loaded", "smooth", marks=pytest.mark.slow)]
+    + [pytest.param(case, contact, marks=pytest.mark.slow)
+       for case in ("touchdown", "sliding") for contact in ("hard", "smooth")],
 )
 def test_step_jacobian_matches_finite_differences_and_unrolled(go2, case, contact):
     """Go2's whole step (midpoint kinematics, mass-matrix solves, the impulse solve) under

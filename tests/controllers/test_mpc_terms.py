@@ -13,6 +13,7 @@ from trajopt.terms import Term
 TARGET_Y = 0.03  # [m] where the plan's final base y should be
 
 
+@pytest.mark.slow  # an MPC end to end, ~26 s; tests/trajopt/test_terms.py's FDDP test is fast
 @pytest.mark.parametrize("derivatives", [
     "implicit",
     # the term in the generated C, its target an input: a new target regenerates nothing

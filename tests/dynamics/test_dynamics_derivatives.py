@@ -144,7 +144,8 @@ def test_float32_matches_float64(model, random_states):
     f32 = jax.jit(jax.vmap(lambda *a: dynamics.forward_dynamics(m32, *a)))
     out32 = f32(*(jnp.asarray(x[:20], dtype=jnp.float32) for x in (q, v, tau)))
     assert out32.dtype == jnp.float32
-    out64 = jax.vmap(lambda *a: dynamics.forward_dynamics(model, *a))(q[:20], v[:20], tau[:20])
+    f64 = jax.jit(jax.vmap(lambda *a: dynamics.forward_dynamics(model, *a)))
+    out64 = f64(q[:20], v[:20], tau[:20])
     scale = np.max(np.abs(out64), axis=1, keepdims=True)
     err = np.max(np.abs(np.asarray(out32, dtype=np.float64) - out64) / scale)
     assert err < 2e-3, f"float32 relative error {err:.2e}"

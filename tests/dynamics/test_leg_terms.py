@@ -160,6 +160,7 @@ def test_rule_with_symbolic_zero_tangents():
         _close(ours, _pushed(generic, which, points, tangents))
 
 
+@pytest.mark.slow  # ~13 s of compilation; the rule's jacfwd and jvp tests stay fast
 def test_rule_under_nested_vmap_and_grad():
     """`vmap` of `vmap` of `jacfwd` (the batched trajectory solver's layout) and reverse mode
     (`grad`, by transposing the linear tangent), Go2."""

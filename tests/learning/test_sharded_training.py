@@ -162,6 +162,7 @@ def test_ppo_gives_the_same_result_on_1_2_and_4_devices(ppo_runs):
     assert np.ptp(ppo_runs[1][1][:, ppo_runs[1][3].index("reward")]) > 0
 
 
+@pytest.mark.slow  # two processes end to end, ~16 s
 def test_two_process_distributed_ppo_matches_the_single_process_run(ppo_runs, tmp_path):
     """Two processes on loopback (coordinator 127.0.0.1), 2 fake CPU devices each, one
     4-device mesh across them (cross-process collectives by JAX's CPU backend, gloo): both

@@ -213,6 +213,7 @@ def test_line_search_in_one_call_accepts_the_first_step_the_host_loop_accepts(ti
             np.testing.assert_allclose(np.asarray(xs_t.q), np.asarray(xs_ref.q), atol=1e-12)
 
 
+@pytest.mark.slow  # ~16 s of compilation; the one-call iteration's fast tests cover the evaluations
 def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny):
     """`rollout_and_evaluate` and a forward pass's trial evaluated from its own transitions
     (`_evaluate_transitions`, what the line search does) equal `_evaluate`, which simulates
@@ -246,6 +247,7 @@ def test_evaluations_from_known_transitions_equal_the_simulating_evaluation(tiny
     assert float(np.max(np.abs(np.asarray(ref[2])))) > 1e-5  # the trial's defects are not zero
 
 
+@pytest.mark.slow  # ~25 s of compilation; the fast suite keeps under 12 min
 def test_two_threads_linearise_exactly_what_one_call_does(tiny):
     """`linearize_in_two_threads` (the horizon's halves at the same time; the tiny problem's 3
     knots are odd, so the second half repeats the last knot) equals `linearize_all` exactly,

@@ -60,6 +60,7 @@ def test_fddp_optimises_the_term_and_a_new_target_reuses_the_compiled_functions(
     assert len(traced) == before  # nothing traced again: the same compiled functions
 
 
+@pytest.mark.slow  # ~16 s; FDDP's fast test optimises the same term
 def test_lbfgs_optimises_the_term(problem):
     start = trajopt.solve(problem, solver="lbfgs", max_iterations=1, verbose=False)
     traj = trajopt.solve(problem, solver="lbfgs", max_iterations=30, verbose=False)

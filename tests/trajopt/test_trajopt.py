@@ -85,19 +85,17 @@ def test_solution_resimulates_open_loop(short_problem, short_solution):
     model, data = problem.model, problem.data
     state = dynamics_state(traj.q[0], traj.v[0])
     kp = float(data.gains[0])
+
+    @jax.jit
+    def pd_step(state, target):  # one compiled program, not one dispatch per operation
+        tau = jnp.clip(kp * (target - state.q[7:]), -model.effort_limit[6:],
+                       model.effort_limit[6:])  # fmt: skip
+        return contact.step(model, data.params, state, tau, contact=problem.contact,
+                            num_sweeps=problem.num_sweeps)[0]  # fmt: skip
+
     for t in range(problem.horizon):
         for _ in range(problem.substeps):
-            tau = jnp.clip(
-                kp * (traj.u[t] - state.q[7:]), -model.effort_limit[6:], model.effort_limit[6:]
-            )
-            state, _ = contact.step(
-                model,
-                data.params,
-                state,
-                tau,
-                contact=problem.contact,
-                num_sweeps=problem.num_sweeps,
-            )
+            state = pd_step(state, jnp.asarray(traj.u[t]))
         np.testing.assert_allclose(state.q, traj.q[t + 1], atol=1e-9)
 
 
@@ -255,6 +253,7 @@ def test_solver_reports_unconverged_contact_solves_at_its_linearisation_points(
     assert f"at {unconverged} of {len(recorded)} linearisation points" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # ~27 s: 100 unrolled sweeps compile
 def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve():
     """`Problem(derivatives="implicit")`: the knot linearisation FDDP uses (A, B, residual
     Jacobians) equals the unrolled one where the impulse solve has converged (1e-6 relative,
@@ -274,6 +273,9 @@ def test_implicit_derivatives_in_the_solvers_equal_unrolled_at_a_converged_solve
     for a, b, name in zip(ours, ref, ("A", "B", "r", "R_x", "R_u")):
         a, b = np.asarray(a), np.asarray(b)
         assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b)), name
+
+
+def test_an_unknown_derivative_mode_is_refused_by_name():
     with pytest.raises(ValueError, match="derivatives must be one of"):
         make_problem("solo12", "trot", 0.3, duration=0.04, derivatives="exact")
 

@@ -6,9 +6,9 @@ keep the base height within a band, respect the torque limits, and show a trot c
 (diagonal pairs alternate). Solved with FDDP in JAX through the unrolled sweeps (40
 iterations), and with the main job's own settings (`examples/solve_trot.py`: up to 200
 iterations, `derivatives="compiled"`) for Go2, the README's robot, and ANYmal C; the main job
-itself, run as the README runs it, ends `converged` by FDDP's stated rule. Solo12's compiled solve is
-not among them: its implicit derivatives lead it to a trot whose one diagonal phase holds 15 %
-of the knots, below the 20 % asked here.
+itself, run as the README runs it, ends `converged` by FDDP's stated rule. Solo12's compiled
+solve is not among them: its implicit derivatives led it to a trot whose one diagonal phase
+holds 15 % of the knots, below the 20 % asked here.
 """
 
 import importlib.util
