@@ -106,6 +106,13 @@ def _fixed_mode_box(box, params, contact):
     return f, jnp.concatenate([jnp.zeros(6), s0.v, jnp.zeros(7)])
 
 
+@pytest.mark.parametrize(
+    "contact",
+    # hard's step shares smooth's batching and forward mode; its Jacobian against central
+    # differences is tests/contact/test_implicit_derivatives.py's (fast): ~20 s, in slow
+    [pytest.param("hard", marks=pytest.mark.slow), "smooth", "penalty"],
+    indirect=True,
+)
 def test_step_vmap_jacfwd_and_finite_differences(box, params, contact):
     """One compiled `vmap` of a step over a batch that mixes states, parameters and masses, its
     forward-mode Jacobian, and central differences.

@@ -79,6 +79,8 @@ def test_aba_derivatives_match_central_differences(model, aba_jacobians):
             assert rel < 1e-5, f"argument {which}: relative error vs central differences {rel:.2e}"
 
 
+@pytest.mark.slow  # ~25 s of eager check_grads; ABA's forward and reverse Jacobians are
+# checked against Pinocchio (test_aba_derivatives_match_pinocchio) in the fast suite
 def test_check_grads_on_main_functions(model, random_states):
     """`check_grads` (fwd and rev) on every main function, run eagerly (jit would recompile for
     each of check_grads' jvp/vjp calls). One robot (`SHARED_PATH_ROBOT`): the code path is
