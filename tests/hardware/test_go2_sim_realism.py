@@ -217,7 +217,15 @@ def test_imu_noise_gives_the_stated_noise_and_leaves_the_joints_exact():
     """`--imu-noise` on a Go2 lying at rest: the gyro's and accelerometer's sample-to-sample
     scatter is `SensorNoise.go2()`'s white noise (the difference of two independent samples
     has std sqrt(2) sigma; a constant bias cancels in it), the joint encoders are exact (the
-    same as without the flag, at rest), and without the flag the IMU scatter is nil."""
+    same as without the flag, at rest), and without the flag the IMU carries no noise.
+
+    The body is not perfectly still: its contacts settle, so the noise-free IMU shows the
+    body's own motion `s_body` (about 1e-3 rad/s and 1e-3 m/s^2 from sample to sample). Noise
+    and motion are independent, so their variances add: the noisy scatter is
+    `sqrt(sigma^2 + s_body^2)`, compared at 15 % (the std of 300 x 3 differences is known to
+    about 3 %). Without the flag the scatter must stay below sigma / 4: white noise of the
+    stated sigma could not, and the body's motion then shifts the noisy scatter by at most
+    3 % (sqrt(1 + 1/16) - 1)."""
     from hardware.sensor_noise import SensorNoise
 
     noise = SensorNoise.go2()
@@ -234,9 +242,9 @@ def test_imu_noise_gives_the_stated_noise_and_leaves_the_joints_exact():
                               np.max(np.abs(np.diff(joints, axis=0))))  # fmt: skip
     gyro_quiet, accel_quiet, _ = scatter["--lying"]
     gyro_noisy, accel_noisy, joint_step = scatter["--imu-noise"]
-    assert gyro_quiet < 1e-3 and accel_quiet < 1e-2
-    assert gyro_noisy == pytest.approx(noise.gyro_std, rel=0.15)
-    assert accel_noisy == pytest.approx(noise.accelerometer_std, rel=0.15)
+    assert gyro_quiet < noise.gyro_std / 4 and accel_quiet < noise.accelerometer_std / 4
+    assert gyro_noisy == pytest.approx(np.hypot(noise.gyro_std, gyro_quiet), rel=0.15)
+    assert accel_noisy == pytest.approx(np.hypot(noise.accelerometer_std, accel_quiet), rel=0.15)
     assert joint_step < 1e-3
 
 
