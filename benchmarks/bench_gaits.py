@@ -138,7 +138,8 @@ def render(results: dict, command: str, iterations: int, duration: float) -> str
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--robots", nargs="*", default=list(ROBOTS), choices=ROBOTS)
+    parser.add_argument("--robots", nargs="*", default=list(ROBOTS),
+                        help="any of dynamics.available_robots()")
     parser.add_argument("--gaits", nargs="*", default=None, help="default: every gait")
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--duration", type=float, default=0.8)

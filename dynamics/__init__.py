@@ -39,7 +39,14 @@ from .functions import (  # noqa: E402
     rnea,
 )
 from .model import Model  # noqa: E402
-from .robots import available_robots, load_pinocchio, load_robot  # noqa: E402
+from .robot_record import RobotRecord  # noqa: E402
+from .robots import (  # noqa: E402
+    available_robots,
+    load_pinocchio,
+    load_robot,
+    record_of,
+    robot_record,
+)
 
 __all__ = [
     "actuator",
@@ -47,6 +54,7 @@ __all__ = [
     "LOCAL_WORLD_ALIGNED",
     "WORLD",
     "Model",
+    "RobotRecord",
     "ReferenceFrame",
     "State",
     "available_robots",
@@ -71,5 +79,7 @@ __all__ = [
     "neutral",
     "normalize",
     "random_configuration",
+    "record_of",
     "rnea",
+    "robot_record",
 ]

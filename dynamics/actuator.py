@@ -13,23 +13,14 @@ import jax.numpy as jnp
 
 from dynamics.configuration import State
 from dynamics.model import Model
-
-# Standing gains (Kp [N m/rad], Kd [N m s/rad]) that hold each robot's standing pose on flat
-# ground and on a 10 degree slope (mu = 0.8) at dt = 2 ms with every contact model
-# (`tests/contact/test_contact_physics.py`); softer gains (Go2 at 40/1, ANYmal C at PAPER.md's
-# 85/3) let the legs fold on the slope.
-DEFAULT_GAINS = {
-    "solo12": (3.0, 0.1),
-    "go2": (80.0, 2.0),
-    "anymal_c": (200.0, 5.0),
-}
+from dynamics.robots import record_of
 
 
 def default_gains(model: Model) -> tuple[float, float]:
-    """`(Kp, Kd)` for a robot by name, scaled by mass for unknown robots."""
-    if model.name in DEFAULT_GAINS:
-        return DEFAULT_GAINS[model.name]
-    return 2.5 * model.total_mass, 0.06 * model.total_mass
+    """`(Kp, Kd)` standing gains of a robot: its record's (`dynamics.robots.record_of`; given
+    or derived by `dynamics.robot_rules.standing_gains`)."""
+    record = record_of(model)
+    return record.kp, record.kd
 
 
 def joint_state(model: Model, state: State):

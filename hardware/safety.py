@@ -55,7 +55,7 @@ Also recorded: `controller_error` (the loop caught an exception from the control
 
 DAMPING and ESTOP send `Kp = 0`, `Kd = damping_kd`, `qd* = 0`, `tau_ff = 0`: the legs yield
 slowly under the robot's weight instead of collapsing or holding a possibly wrong target.
-The default `damping_kd` is the standing Kd (`dynamics.actuator.DEFAULT_GAINS`), stable with the
+The default `damping_kd` is the standing Kd (`dynamics.actuator.default_gains`), stable with the
 explicit PD at 2 ms on every robot; Go2 then sits down from its stance at up to ~1 m/s in
 MuJoCo (0.64 m/s with Kd 4; Kd 6 and more excite the light calves at 2 ms).
 """

@@ -21,6 +21,7 @@ from contact import ContactModel, StepParams, flat
 from dynamics import load_robot
 from dynamics.actuator import default_gains
 from dynamics.configuration import State
+from dynamics.robots import record_of, record_of_name
 
 from . import problem as P
 
@@ -66,22 +67,16 @@ GAITS = {
     "turn": Gait((0.0, 0.5, 0.5, 0.0), 0.5, 1.0, yaw=True),
 }
 
-# Per robot, where a gait differs from its library entry (measured like the defaults above):
-# ANYmal C trots with a clean diagonal pattern from the kinematic guess (an irregular one from
-# the standing targets), and bounds at 0.6 x its period (at its own, the front pair stays down).
-# Go2 paces at 0.65 x its period: in 60 iterations the lowest cost of the scales 0.6-0.85 and
-# its lateral pairs in step on 90 % of the knots (at the library's 0.7, 72 %).
-ROBOT_GAIT_OVERRIDES = {
-    ("anymal_c", "trot"): {"guess": "kinematic"},
-    ("anymal_c", "bound"): {"period_scale": 0.6},
-    ("go2", "pace"): {"period_scale": 0.65},
-}
-
-
 def gait_spec(robot: str, gait: str) -> Gait:
-    """The `Gait` of `gait` for `robot`: `GAITS[gait]` with `ROBOT_GAIT_OVERRIDES` applied."""
+    """The `Gait` of `gait` for `robot`: `GAITS[gait]` with the robot record's
+    `gait_overrides` applied (`dynamics.robot_record`)."""
     check_gait(gait)
-    return dataclasses.replace(GAITS[gait], **ROBOT_GAIT_OVERRIDES.get((robot, gait), {}))
+    return dataclasses.replace(GAITS[gait], **_record(robot).gait_override(gait))
+
+
+def _record(robot: str):
+    """The record of a robot by its model's name, or by name or path (loading it)."""
+    return record_of_name(robot)
 
 
 def gait_weights(robot: str, gait: str, overrides: dict | None = None) -> dict:
@@ -101,17 +96,10 @@ def traced_weights(weights: dict) -> dict:
 
 
 def default_guess(robot: str, gait: str) -> str:
-    """The solver's start for a gait-library problem (see `GAITS`, `ROBOT_GAIT_OVERRIDES`)."""
+    """The solver's start for a gait-library problem (see `GAITS` and the robot record's
+    `gait_overrides`)."""
     return gait_spec(robot, gait).guess if gait in GAITS else "kinematic"
 
-
-# Per robot: gait period [s], swing clearance [m]; sized to leg length (Solo12 0.32 m
-# stance height, Go2 0.34 m, ANYmal C 0.53 m).
-ROBOT_GAIT_SCALE = {
-    "solo12": (0.30, 0.05),
-    "go2": (0.40, 0.07),
-    "anymal_c": (0.60, 0.10),
-}
 
 DEFAULT_WEIGHTS = {
     "base_linear_velocity": 20.0,
@@ -143,9 +131,8 @@ def available_gaits() -> tuple:
 
 def gait_period(robot: str, gait: str) -> float:
     """The period [s] of `gait` on `robot` in the library's problems and the MPC: the robot's
-    period (`ROBOT_GAIT_SCALE`, 0.4 s for a robot not listed) times the gait's `period_scale`."""
-    default_period, _ = ROBOT_GAIT_SCALE.get(robot, (0.4, 0.06))
-    return default_period * gait_spec(robot, gait).period_scale
+    trot period (its record's `gait_period`) times the gait's `period_scale`."""
+    return _record(robot).gait_period * gait_spec(robot, gait).period_scale
 
 
 def stance_pattern(gait: Gait, period: float, times: np.ndarray):
@@ -186,7 +173,7 @@ def gait_reference(
     height and joint posture. `host`: NumPy arrays rather than JAX ones (a jitted function or
     the generated C takes them as they are: an MPC cycle skips a transfer per array)."""
     spec = gait_spec(model.name, gait)
-    _, clearance = ROBOT_GAIT_SCALE.get(model.name, (0.4, 0.06))
+    clearance = record_of(model).swing_height
     period = gait_period(model.name, gait) if period is None else period
     times = start_time + dt * np.arange(horizon + 1)
     stance, fraction = stance_pattern(spec, period, times)

@@ -2,7 +2,7 @@
 
 Scenario (identical in both engines): the robot starts at its standing pose lifted 0.2 m, at
 rest, and falls onto flat ground (mu = 0.8) while a joint PD controller holds the standing joint
-angles with the same gains (`dynamics.actuator.DEFAULT_GAINS`) and the same effort clipping as
+angles with the same gains (`dynamics.actuator.default_gains`, the robot record's) and the same effort clipping as
 `dynamics.actuator.pd_torque`, computed each step from the current state (MuJoCo's `qpos/qvel`
 mapped to our convention), at dt = 2 ms for 3 s. MuJoCo runs the MJCF generated from the same
 `dynamics.Model` (`dynamics.mjcf`: same inertias, foot spheres and friction, no meshes, exact
@@ -55,7 +55,7 @@ import pytest
 
 import contact
 import dynamics
-from dynamics.actuator import DEFAULT_GAINS, standing_controller
+from dynamics.actuator import default_gains, standing_controller
 from dynamics.mjcf import (
     mujoco_model,
     q_from_qpos,
@@ -120,7 +120,7 @@ def _settled(qs, vs, forces, feet):
 @functools.cache
 def run_mujoco(name):
     model = _robot(name)
-    kp, kd = DEFAULT_GAINS[name]
+    kp, kd = default_gains(dynamics.load_robot(name))
     target = np.asarray(model.q_standing, dtype=float)[7:]
     limit = np.asarray(model.effort_limit, dtype=float)[6:]
     mj = mujoco_model(model, timestep=DT, friction=MU, actuators="none")
@@ -158,7 +158,7 @@ def run_mujoco(name):
 def run_ours(name, contact_model):
     model = _robot(name)
     params = contact.StepParams(terrain=contact.flat(friction=MU), dt=DT)
-    controller = standing_controller(model, *DEFAULT_GAINS[name])
+    controller = standing_controller(model, *default_gains(model))
     state = dynamics.State(jnp.asarray(_initial_q(model)), jnp.zeros(model.nv))
     sim = jax.jit(
         lambda s: contact.simulate(model, params, s, controller, NUM_STEPS, contact=contact_model)

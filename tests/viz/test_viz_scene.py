@@ -15,7 +15,7 @@ import umsgpack
 from viz_helpers import walking_trajectory
 
 import contact
-from dynamics import load_pinocchio
+from dynamics import load_pinocchio, load_robot
 from viz import export_html, meshes, scene
 
 
@@ -124,7 +124,7 @@ def test_force_arrows_point_along_the_force_with_proportional_length(traj, comma
 
 def test_reference_ghost_integrates_the_commanded_velocity(traj):
     model = scene.robot_geometry("solo12")[0]
-    q_standing = load_pinocchio("solo12").q_standing
+    q_standing = load_robot("solo12").q_standing
     meta = dict(traj.meta)
     meta["reference"] = dict(meta["reference"])
     yaw_rate = 0.5
