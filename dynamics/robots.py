@@ -14,7 +14,8 @@ every other field comes from a rule of `dynamics.robot_rules`. The facts:
 - Foot radii: a robot's URDF collision sphere on the foot where it has one (ANYmal C's
   0.03 m, given here as the value the shipped work was measured with); Solo12's foot mesh
   (`solo_foot.stl`) is a 0.016 m ball around the foot frame; Go2's collision mesh
-  (`foot_convex.stl`) reaches 0.023 m below the foot frame. A robot with neither gets `DEFAULT_FOOT_RADIUS`.
+  (`foot_convex.stl`) reaches 0.023 m below the foot frame. A robot with neither gets
+  `DEFAULT_FOOT_RADIUS`.
 - Solo12's URDF carries placeholder limits (1000 Nm); the ODRI actuator gives about 2.7 Nm at
   the joint (0.025 Nm/A x 12 A x gear 9). Its velocity limit is not published with the model;
   25 rad/s is an estimate of this project, not a datasheet value.
