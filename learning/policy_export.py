@@ -77,9 +77,13 @@ from .policy import (
 
 __all__ = [
     "CLOCK_LAYOUT",
+    "COMMAND_NAMES",
+    "DEFAULT_COMMAND_RANGES",
     "OBSERVATION_LAYOUT",
     "NumpyPolicy",
     "PolicyFileError",
+    "check_command_ranges",
+    "command_ranges",
     "export_policy",
     "load_numpy_policy",
     "load_onnx_policy",
@@ -109,6 +113,14 @@ CLOCK_LAYOUT = (
 )
 
 
+# the velocity command's components, in the observation's order: vx [m/s], vy [m/s] (base
+# frame, heading), yaw_rate [rad/s]
+COMMAND_NAMES = ("vx", "vy", "yaw_rate")
+# the command box of a policy whose policy.json records none: `learning.env.EnvConfig`'s
+# default ranges, the box the shipped Go2 policies were trained on
+DEFAULT_COMMAND_RANGES = {"vx": (-1.0, 1.0), "vy": (-0.5, 0.5), "yaw_rate": (-1.0, 1.0)}
+
+
 def observation_layout(clock: bool = False, base_velocity: bool = True) -> tuple:
     """The observation's entries in order (`OBSERVATION_LAYOUT`, less its first entry without
     `base_velocity`, then `CLOCK_LAYOUT` if `clock`)."""
@@ -116,15 +128,54 @@ def observation_layout(clock: bool = False, base_velocity: bool = True) -> tuple
     return layout + ((CLOCK_LAYOUT,) if clock else ())
 
 
+def check_command_ranges(ranges) -> dict:
+    """`ranges` as `{name: (low, high)}` floats for each of `COMMAND_NAMES` (vx, vy [m/s],
+    yaw_rate [rad/s]); a ValueError naming the entry that is missing, unknown, not finite or
+    has low > high."""
+    if not hasattr(ranges, "keys"):
+        raise ValueError(f"command ranges must map {COMMAND_NAMES} to (low, high), got {ranges!r}")
+    unknown = sorted(set(ranges) - set(COMMAND_NAMES))
+    missing = [n for n in COMMAND_NAMES if n not in ranges]
+    if unknown or missing:
+        raise ValueError(
+            f"command ranges need exactly {list(COMMAND_NAMES)}: missing {missing}, unknown "
+            f"{unknown}"
+        )
+    out = {}
+    for name in COMMAND_NAMES:
+        try:
+            low, high = (float(b) for b in ranges[name])
+        except (TypeError, ValueError) as err:
+            message = f"command range {name} must be (low, high), got {ranges[name]!r}"
+            raise ValueError(message) from err
+        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+            raise ValueError(
+                f"command range {name} must be finite with low <= high, got ({low}, {high})"
+            )
+        out[name] = (low, high)
+    return out
+
+
+def command_ranges(config: dict) -> dict:
+    """The command box `{"vx": (low, high) [m/s], "vy": (low, high) [m/s], "yaw_rate": (low,
+    high) [rad/s]}` a policy was trained on, from its policy.json's "command_ranges";
+    `DEFAULT_COMMAND_RANGES` when it records none (null, or a folder exported before the key).
+    Raises PolicyFileError for a malformed entry."""
+    ranges = config.get("command_ranges")
+    if ranges is None:
+        return dict(DEFAULT_COMMAND_RANGES)
+    try:
+        return check_command_ranges(ranges)
+    except ValueError as err:
+        raise PolicyFileError(f'policy.json "command_ranges": {err}') from err
+
 
 # --------------------------------------------------------------------------- checks, arrays
 def _check_policy(policy, gait_period=None) -> None:
     """Raises TypeError/ValueError for anything the runners would not compute exactly, or a
     gait clock in the policy without `gait_period` (or the reverse)."""
     if not isinstance(policy, Policy):
-        raise TypeError(
-            f"export_policy takes a learning.policy.Policy, got {type(policy)}"
-        )
+        raise TypeError(f"export_policy takes a learning.policy.Policy, got {type(policy)}")
     mlp = policy.mlp
     if mlp.activation is not jax.nn.elu:
         raise ValueError(f"the runners implement ELU hidden activations, got {mlp.activation}")
@@ -194,7 +245,7 @@ def _clock_config(gait_period, nu: int, base_velocity: bool = True) -> dict | No
 
 
 def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str,
-            gait_period=None) -> dict:  # fmt: skip
+            gait_period=None, ranges=None) -> dict:  # fmt: skip
     mlp = policy.mlp
     return {
         "format": FORMAT,
@@ -224,6 +275,8 @@ def _config(policy: Policy, joint_map: JointMap, robot: str, params_sha256: str,
         "inputs": list(
             inputs_from_layout(observation_layout(gait_period is not None, policy.base_velocity))
         ),
+        # the command box it was trained on (`command_ranges`; null: not recorded)
+        "command_ranges": None if ranges is None else {k: list(v) for k, v in ranges.items()},
         "action": "q* = q_default + action_scale * clip(action, +-action_clip), qd* = 0, "
         "tau_ff = 0, with kp, kd in the drivers' PD",
         "params_file": PARAMS_FILE,
@@ -312,7 +365,13 @@ def _write_atomic(path: str, data: bytes) -> None:
 
 
 def export_policy(
-    policy: Policy, folder, *, robot: str, onnx: bool = True, gait_period: float | None = None
+    policy: Policy,
+    folder,
+    *,
+    robot: str,
+    onnx: bool = True,
+    gait_period: float | None = None,
+    command_ranges: dict | None = None,
 ) -> dict:
     """Write `policy` into `folder` (created if needed; see the module docstring).
 
@@ -325,14 +384,19 @@ def export_policy(
         onnx: also write policy.onnx (needs the `onnx` package, the 'export' extra).
         gait_period: [s] the period of the gait clock the policy observes (the training
             environment's `EnvConfig.gait_period`); None: a policy without the clock.
+        command_ranges: the command box it was trained on, `{"vx": (low, high) [m/s], "vy":
+            (low, high) [m/s], "yaw_rate": (low, high) [rad/s]}` (the training environment's
+            `EnvConfig.vx_range`, `vy_range`, `yaw_rate_range`); None: not recorded (readers
+            then assume `DEFAULT_COMMAND_RANGES`).
 
     Returns: {"params", "config", "runner"[, "onnx"]: path written}.
 
     Raises TypeError (not a Policy), ValueError (a policy the runners would not reproduce,
     non-finite numbers, a robot with another number of joints, a clock in the policy and no
-    finite positive gait_period or the reverse), NotADirectoryError (folder is a file),
-    ImportError (onnx=True without the onnx package)."""
+    finite positive gait_period or the reverse, malformed command_ranges), NotADirectoryError
+    (folder is a file), ImportError (onnx=True without the onnx package)."""
     _check_policy(policy, gait_period)
+    ranges = None if command_ranges is None else check_command_ranges(command_ranges)
     joint_map = JointMap.from_model(dynamics.load_robot(robot))
     if joint_map.nu != policy.nu:
         raise ValueError(f"the policy has {policy.nu} actions, {robot} {joint_map.nu} joints")
@@ -351,7 +415,7 @@ def export_policy(
     np.savez(buffer, **arrays)
     params_bytes = buffer.getvalue()
     config = _config(policy, joint_map, str(robot), hashlib.sha256(params_bytes).hexdigest(),
-                     gait_period)  # fmt: skip
+                     gait_period, ranges)  # fmt: skip
     _numpy_policy(arrays, config)  # the shapes the runner checks on loading
     with open(RUNNER_TEMPLATE, "rb") as f:
         runner_bytes = f.read()
