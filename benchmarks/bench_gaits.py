@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gaits.py                        # 3 robots x 7 gaits, 2 processes
     python benchmarks/bench_gaits.py --robots solo12 --gaits trot pronk --no-write   # quick
+    python benchmarks/bench_gaits.py --robots all     # every quadruped dynamics can load
 
 Each (robot, gait) problem comes from `trajopt.gaits.make_problem` at the robot's command
 (forward speed; turn: yaw rate), 0.8 s at 20 ms, and is solved by FDDP (single shooting, the
@@ -32,14 +33,15 @@ HEADING = "## Gait library"
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ROBOTS = ("solo12", "go2", "anymal_c")
-SPEEDS = {"solo12": 0.3, "go2": 0.5, "anymal_c": 0.3}  # forward commands [m/s]
+SPEEDS = {"go2": 0.5}  # forward commands [m/s] where not DEFAULT_SPEED
+DEFAULT_SPEED = 0.3  # [m/s] a robot not in SPEEDS
 YAW_RATE = 0.5  # turn command [rad/s]
 
 
 def command_for(robot: str, gait: str) -> float:
     if gait == "stand":
         return 0.0
-    return YAW_RATE if gait == "turn" else SPEEDS.get(robot, 0.3)
+    return YAW_RATE if gait == "turn" else SPEEDS.get(robot, DEFAULT_SPEED)
 
 
 def solve_robot(robot: str, gaits, iterations: int, duration: float) -> dict:
@@ -97,7 +99,10 @@ def render(results: dict, command: str, iterations: int, duration: float) -> str
         "a time, each pinned to its own core); " + versions("jax", "numpy"),
         f"- Problems: `make_problem(robot, gait, command, duration={duration}, dt=0.02)`, "
         f"FDDP single shooting from the gait's default start, {iterations} iterations at most. "
-        "Commands: forward speed (Solo12 0.3, Go2 0.5, ANYmal C 0.3 m/s), turn 0.5 rad/s. "
+        f"Commands: forward speed (Go2 0.5 m/s, every other robot {DEFAULT_SPEED} m/s), turn "
+        f"{YAW_RATE} rad/s; no robot but Go2, ANYmal C and Solo12 has a line of its own "
+        "(`dynamics.robots.BUILT_IN`): the others' poses, gains and gait sizes are their "
+        "SRDF's or the rules' (`dynamics.robot_rules`). "
         "A single-shooting solution is its own open-loop rollout under the smooth contact "
         "model, so the checks are on what the simulator does.",
         "- Checks (`trajopt.gait_metrics.gait_checks`): speed within 10 % of the command; no "
@@ -139,7 +144,7 @@ def render(results: dict, command: str, iterations: int, duration: float) -> str
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robots", nargs="*", default=list(ROBOTS),
-                        help="any of dynamics.available_robots()")
+                        help="any of dynamics.available_robots(), or 'all'")
     parser.add_argument("--gaits", nargs="*", default=None, help="default: every gait")
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--duration", type=float, default=0.8)
@@ -156,6 +161,10 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     from trajopt.gaits import available_gaits, check_gait
 
+    if args.robots == ["all"]:
+        import dynamics
+
+        args.robots = list(dynamics.available_robots())
     gaits = args.gaits if args.gaits else list(available_gaits())
     for gait in gaits:
         check_gait(gait)

@@ -31,3 +31,28 @@ def test_gait_reproduces_its_pattern_and_motion(robot, gait):
     checks = solved_gait_checks(problem, traj, command)
     failed = {k: (value, required) for k, (value, required, ok) in checks.items() if not ok}
     assert not failed, f"{robot} {gait}: {failed}"
+
+
+# Robots no line of this project was written for: their poses are their SRDF's, their gains and
+# gait sizes the rules' (`dynamics.robot_rules`). The solve must have settled: converged by
+# FDDP's rule, or its cost within 1 % over its last `SETTLE_WINDOW` iterations.
+NEW_ROBOTS = ("go1", "hyq", "anymal")
+NEW_ROBOT_SPEED = 0.3  # [m/s]
+NEW_ROBOT_ITERATIONS = 150
+SETTLE_WINDOW = 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gait", ("trot", "walk", "pace"))
+@pytest.mark.parametrize("robot", NEW_ROBOTS)
+def test_robots_with_no_table_entry_plan_the_gait(robot, gait):
+    problem = make_problem(robot, gait, NEW_ROBOT_SPEED, duration=0.8, dt=0.02)
+    traj = solve(problem, max_iterations=NEW_ROBOT_ITERATIONS, verbose=False)
+    costs = [float(r["cost"]) for r in traj.history]
+    settled = len(costs) > SETTLE_WINDOW and (
+        abs(costs[-1 - SETTLE_WINDOW] - costs[-1]) <= 0.01 * abs(costs[-1])
+    )
+    assert traj.status == "converged" or settled, (traj.status, costs[-SETTLE_WINDOW - 1 :])
+    checks = solved_gait_checks(problem, traj, NEW_ROBOT_SPEED)
+    failed = {k: (value, required) for k, (value, required, ok) in checks.items() if not ok}
+    assert not failed, f"{robot} {gait}: {failed}"
