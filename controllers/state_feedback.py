@@ -64,14 +64,28 @@ class StateFeedbackController:
 
 
 def mpc_controller(robot: str, joint_map: JointMap, gait: str = "trot", horizon: float = 0.5,
-                   iterations: int = 3) -> StateFeedbackController:  # fmt: skip
+                   iterations: int = 3, **mpc_options) -> StateFeedbackController:  # fmt: skip
     """The receding-horizon planner (`controllers.mpc.MPC`, standing command until the first
-    `VelocityCommand`) as a `Controller`. Three FDDP iterations per cycle walk on MuJoCo in
-    lockstep (`tests/controllers/test_mpc.py`); with one, the MPC is not robust to a plant whose
-    contact differs from its smooth planning model."""
-    from .mpc import MPC
+    `VelocityCommand`) as a `Controller`; `mpc_options` (e.g. `derivatives="compiled"`,
+    `weights`) go to `MPC`, the weights over `controllers.mpc.ONE_ITERATION_WEIGHTS` at any
+    iteration count. Three FDDP iterations per cycle walk on MuJoCo in lockstep
+    (`tests/controllers/test_mpc.py`); with one, the MPC is not robust to a plant whose
+    contact differs from its smooth planning model.
 
-    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations)
+    Why the control-rate weight of `ONE_ITERATION_WEIGHTS` (1e-3, the gait library's 1e-5):
+    each cycle re-solves from a state of another plant (MuJoCo, a robot) that the last plan did
+    not predict, and at the library's weight the new targets jump from knot to knot. A stiff
+    joint follows a jump of its target at up to about `sqrt(Kp / I) x` the jump: HyQ's knees
+    (Kp 615, I 0.026 kg m^2: 154 rad/s) passed 1.5x their 12 rad/s velocity limit on MuJoCo at
+    0.4 m/s and the safety layer damped the robot after 0.85 s (with its checks off they
+    reached 2.9x); at 1e-3 the peak over all joints was 1.1x and HyQ walked 10 s at 0.40 m/s.
+    Go1's peak fell from 0.91x to 0.45x (0.39-0.40 m/s either way), and Go2 still walks
+    (`tests/controllers/test_mpc.py`'s MuJoCo run: 0.497 m/s at 0.5 m/s, peak 0.44x)."""
+    from .mpc import MPC, ONE_ITERATION_WEIGHTS
+
+    weights = {**ONE_ITERATION_WEIGHTS, **(mpc_options.pop("weights", None) or {})}
+    planner = MPC(robot, gait, (0.0, 0.0, 0.0), horizon=horizon, iterations=iterations,
+                  weights=weights, **mpc_options)  # fmt: skip
     return StateFeedbackController(planner, joint_map)
 
 

@@ -255,7 +255,8 @@ def test_the_same_mpc_walks_on_mujoco_through_the_interface_for_5_s():
     it falls after 1.3-2.9 s; measured 2026-11-30), with three it walks on both. No wall-clock
     budget, so the outcome does not depend on this machine's load. The target rate limit is
     30 rad/s on every joint (the default, the joints' velocity limits, holds Go2's calves to
-    15.7 rad/s, which the planned swing exceeds). Measured: 0.502 m/s after 1.5 s."""
+    15.7 rad/s, which the planned swing exceeds). Measured: 0.502 m/s after 1.5 s at the gait
+    library's control-rate weight; 0.497 m/s (99 s) at `mpc_controller`'s (2026-12-07)."""
     pytest.importorskip("mujoco", reason="the MuJoCo plant needs the `mujoco` extra")
     import dynamics
     from controllers.state_feedback import mpc_controller, mpc_safety_config
