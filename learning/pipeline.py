@@ -21,8 +21,10 @@ The stages (`STAGES`), each in `<out>/<stage>/`:
    `PolicyRecipe.check_seeds` seeds (`learning.deployment.tour_check`).
 
 `<out>/pipeline.json` records each finished stage (seconds, result); a stage that finished is
-skipped when the command runs again, so a run resumes where it stopped. A run with another
-recipe in the same folder is refused (nothing is overwritten) unless `restart` is given.
+skipped when the command runs again, so a run resumes where it stopped. A recipe field that
+changed re-runs the stage that reads it and every later one (`STAGE_FIELDS`): more SHAC
+iterations continue from the last checkpoint. Another robot in the same folder is refused
+(nothing is overwritten) unless `restart` is given.
 
 The command box scales with the robot by dynamic similarity: speeds as `sqrt(g h)` (h the
 standing height), yaw rates as `sqrt(g / h)`, from the Go2 policy's box at `BOX_FRACTION`
@@ -93,20 +95,37 @@ def command_box(robot: str) -> tuple:
 
 
 class RecipeMismatch(ValueError):
-    """`out` holds a run of another robot or recipe (restart to replace it)."""
+    """`out` holds a run of another robot (restart to replace it)."""
+
+
+# The recipe's fields each stage reads; a changed field re-runs its stage and every later one
+STAGE_FIELDS = {
+    "plans": ("plan_iterations", "plan_seconds", "plan_speeds"),
+    "warm_start": ("dart_seconds", "dart_runs", "bc_epochs", "eval_seconds", "seed"),
+    "shac": ("shac_iterations", "envs", "horizon", "push", "actor_lr"),
+    "export": (),
+    "check": ("check_seeds", "check_segment_seconds"),
+}
 
 
 def _load_state(path: str, robot: str, recipe: PolicyRecipe, restart: bool) -> dict:
+    """The saved state, less the stages whose recipe fields changed and those after them."""
     fresh = {"robot": robot, "recipe": recipe.to_dict(), "stages": {}}
     if restart or not os.path.isfile(path):
         return fresh
     with open(path) as f:
         state = json.load(f)
-    if state.get("robot") != robot or state.get("recipe") != recipe.to_dict():
+    if state.get("robot") != robot:
         raise RecipeMismatch(
-            f"{path} holds a run of robot {state.get('robot')!r} with another recipe; pass "
+            f"{path} holds a run of robot {state.get('robot')!r}, not {robot!r}; pass "
             "restart=True (--restart) to replace it, or another output folder"
         )
+    old, new = state.get("recipe", {}), recipe.to_dict()
+    changed = [stage for stage in STAGES if any(old.get(f) != new[f] for f in STAGE_FIELDS[stage])]
+    if changed:  # shac keeps its checkpoints: more iterations continue from the last one
+        stale = STAGES[STAGES.index(changed[0]) :]
+        state["stages"] = {k: v for k, v in state["stages"].items() if k not in stale}
+    state["recipe"] = new
     return state
 
 
@@ -215,8 +234,8 @@ def make_policy(robot: str, out: str, recipe: PolicyRecipe | None = None, *,
     """Run the stages (module docstring) for `robot` into `out`; returns the state
     `{"robot", "recipe", "stages": {stage: {"seconds", "result"}}}` also saved in
     `<out>/pipeline.json`. `restart`: discard an earlier run in `out`. `command`: the command
-    line, written into the policy's README. Raises `RecipeMismatch` for an earlier run with
-    another recipe, and whatever a stage raises (the finished stages stay recorded)."""
+    line, written into the policy's README. Raises `RecipeMismatch` for an earlier run of
+    another robot, and whatever a stage raises (the finished stages stay recorded)."""
     recipe = PolicyRecipe() if recipe is None else recipe
     model = load_robot(robot)  # an unknown robot or a bad record fails here, before any work
     from trajopt.gaits import gait_period

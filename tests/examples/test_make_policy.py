@@ -2,10 +2,12 @@
 
 Fast: every stage at tiny settings on Go1 (a robot no line of this project was written for),
 each stage's artefact written, an interrupted run resuming where it stopped, a finished run
-skipping every stage, and another recipe in the same folder refused. Slow: a Go1 policy with the
-default recipe walks the randomised tour with the estimator on 7 of 8 seeds.
+skipping every stage, a changed setting re-running its stage, another robot in the same
+folder refused. Slow: a Go1 policy with the default recipe walks the randomised tour with the
+estimator on 7 of 8 seeds.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -74,8 +76,18 @@ def test_every_stage_runs_writes_its_artefact_and_resumes(tmp_path, monkeypatch)
     assert pipeline.make_policy("go1", out, pipeline.PolicyRecipe.tiny(),
                                 progress=again.append) == state  # fmt: skip
     assert all("done earlier" in line for line in again)
-    with pytest.raises(pipeline.RecipeMismatch, match="another recipe"):
-        pipeline.make_policy("go1", out, pipeline.PolicyRecipe(), progress=again.append)
+    # a changed check setting re-runs the check alone
+    shorter = dataclasses.replace(pipeline.PolicyRecipe.tiny(), check_segment_seconds=0.3)
+    rerun = []
+    state = pipeline.make_policy("go1", out, shorter, progress=rerun.append)
+    assert [line for line in rerun if "done earlier" not in line][0].startswith("[5/5] check")
+    with pytest.raises(pipeline.RecipeMismatch, match="holds a run of robot 'go1', not 'a1'"):
+        pipeline.make_policy("a1", out, shorter, progress=again.append)
+
+
+def test_every_recipe_field_belongs_to_a_stage():
+    fields = {f.name for f in dataclasses.fields(pipeline.PolicyRecipe)}
+    assert fields == {f for names in pipeline.STAGE_FIELDS.values() for f in names}
 
 
 def test_an_unknown_robot_fails_before_any_work(tmp_path):
