@@ -37,6 +37,7 @@ import dataclasses
 import json
 import os
 import shutil
+import textwrap
 import time
 from dataclasses import dataclass
 
@@ -197,15 +198,23 @@ def _export(robot, recipe, out, context):
                           command_ranges=_ranges(context["box"]))  # fmt: skip
     vx, vy, yaw = context["box"]
     with open(os.path.join(folder, "README.md"), "w") as f:
-        f.write(
-            f"# A {robot} policy made by examples/make_policy.py\n\n"
-            f"Inputs: the gyro, gravity from the IMU, the joint encoders and the gait clock "
-            f"(period {context['gait_period']:.3f} s); no base linear velocity. Commands: vx in "
-            f"[-{vx}, {vx}] m/s, vy in [-{vy}, {vy}] m/s, yaw rate in [-{yaw}, {yaw}] rad/s.\n\n"
-            f"Made by:\n\n    {context['command']}\n\nRecipe: `{json.dumps(recipe.to_dict())}`"
-            f"\n\nStages and results: `pipeline.json` beside this folder.\n"
-        )
+        f.write(policy_readme(robot, context["box"], context["gait_period"], context["command"],
+                              recipe))  # fmt: skip
     return {"folder": folder, "files": sorted(os.path.basename(p) for p in paths.values())}
+
+
+def policy_readme(robot: str, box, gait_period: float, command: str, recipe) -> str:
+    """The exported folder's README: inputs, command box, the command and recipe that made it."""
+    vx, vy, yaw = box
+    about = textwrap.fill(
+        f"Inputs: the gyro, gravity from the IMU, the joint encoders and the gait clock (period "
+        f"{gait_period:.3f} s); no base linear velocity. Commands: vx in [-{vx}, {vx}] m/s, vy "
+        f"in [-{vy}, {vy}] m/s, yaw rate in [-{yaw}, {yaw}] rad/s.", 96
+    )  # fmt: skip
+    settings = textwrap.fill(f"Recipe: {json.dumps(recipe.to_dict())}", 96)
+    return (f"# A {robot} policy made by examples/make_policy.py\n\n{about}\n\nMade by:\n\n"
+            f"    {command}\n\n{settings}\n\nStages and results: `pipeline.json` and "
+            "`check.json` beside this folder.\n")  # fmt: skip
 
 
 def _ranges(box) -> dict:

@@ -1,4 +1,5 @@
-"""The shipped policy on what a Go2 measures: MuJoCo through the interface, Go2-like sensor
+"""The shipped policies (Go2's `go2_omni_proprio`, Solo12's `solo12_proprio` made by
+`examples/make_policy.py`) on what the robot measures: MuJoCo through the interface, Go2-like sensor
 noise, no ground truth (the state estimator in its place), the start-up sequence and the
 safety layer, under `DisturbanceRanges` (payload, friction, command latency, pushes):
 `learning.deployment.run_tour` and `tour_check`, what `examples/deploy_policy.py --commands
@@ -18,12 +19,23 @@ import pytest
 from learning.deployment import OMNI_TOUR, run_tour, tour_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-POLICY = os.path.join(ROOT, "examples", "policies", "go2_omni_proprio")
+POLICIES = ("go2_omni_proprio", "solo12_proprio")
 
 
-def test_the_shipped_policy_walks_on_the_estimator_under_randomisation():
-    """One draw, the tour's first three commands (8 s)."""
-    result = run_tour(POLICY, 3, commands=OMNI_TOUR[:3])
+def shipped(name: str) -> str:
+    return os.path.join(ROOT, "examples", "policies", name)
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_shipped_policy_walks_on_the_estimator_under_randomisation(name):
+    """One draw, the first three commands of Go2's tour (8 s), scaled to the policy's box."""
+    from learning.deployment import tour_commands
+    from learning.policy_export import command_ranges, load_numpy_policy
+
+    commands = tour_commands(command_ranges(load_numpy_policy(shipped(name)).config))[:3]
+    if name == "go2_omni_proprio":  # Go2's box is the tour's own
+        assert (commands == OMNI_TOUR[:3]).all()
+    result = run_tour(shipped(name), 3, commands=commands)
     assert result["seconds"] == 8.0
     assert result["startup_phases"] == ["passive", "stand_up", "hold", "controller"]
     assert result["walked"], result["why_not"]
@@ -34,9 +46,10 @@ def test_the_shipped_policy_walks_on_the_estimator_under_randomisation():
 
 
 @pytest.mark.slow
-def test_the_shipped_policy_walks_the_randomised_tour_on_7_of_8_seeds():
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_shipped_policy_walks_the_randomised_tour_on_7_of_8_seeds(name):
     """The whole 28 s tour, seeds 0-7."""
-    check = tour_check(POLICY, range(8))
+    check = tour_check(shipped(name), range(8))
     assert check["of"] == 8
     assert check["walked"] >= 7, [(r["seed"], r["why_not"]) for r in check["seeds"]]
     assert all(r["estimate"]["fault"] is None for r in check["seeds"] if r["walked"])
