@@ -255,8 +255,16 @@ def _read_urdf(urdf: str, srdf: str, name: str) -> PinocchioRobot:
 
 @functools.lru_cache(maxsize=32)
 def load_pinocchio(name_or_path: str) -> PinocchioRobot:
-    """A robot's Pinocchio models by example-robot-data name or URDF path (cached; no rotor
-    inertia: `load_robot` adds the record's)."""
+    """A robot's Pinocchio models by example-robot-data name or URDF path (cached), with the
+    rotor inertia its given record states (`Model.armature` is the same)."""
+    robot = _load_pinocchio(name_or_path)
+    given = _given_record(_source(os.fspath(name_or_path)), robot.name)
+    if given.leg_armature:
+        robot.model.armature = _with_armature(robot.model, given.leg_armature).armature
+    return robot
+
+
+def _load_pinocchio(name_or_path: str) -> PinocchioRobot:
     if not isinstance(name_or_path, str | os.PathLike):
         raise TypeError(f"robot must be a name or a URDF path, got {type(name_or_path).__name__}")
     name_or_path = _source(os.fspath(name_or_path))
