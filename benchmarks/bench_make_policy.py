@@ -63,7 +63,9 @@ def render(runs, command: str) -> str:
         "- Stages: `learning.pipeline` (default recipe unless said). Tracking: mean velocity "
         "error [m/s] in this project's simulator at the stage's end. Check: seeds of the "
         "randomised MuJoCo tour with the state estimator walked (`learning.deployment."
-        "walk_failures`).",
+        "walk_failures`). A stage's seconds are its last run's: a stage re-run after a "
+        "recipe change (more SHAC iterations, continued from the checkpoint) counts that run "
+        "alone.",
         "",
         "| robot | " + " | ".join(f"{s} s" for s in STAGES) + " | total min | warm start "
         "tracking | SHAC tracking, fell | SHAC iterations | check walked | why not |",
