@@ -11,10 +11,16 @@
   joint PD at the policy's rate).
 - `evaluation`: a policy alone, rolled out and scored (tracking errors, falls), in the
   environment or the plant: the one evaluation of every trainer.
-- `shac/`: short-horizon actor-critic through the simulator (`networks`, `losses`, `train`).
+- `deployment`: an exported policy on a robot: conventions check, controller, start-up,
+  command schedule, the randomised MuJoCo tour with the state estimator and its verdict
+  (`run_tour`, `tour_check`), the Go2 over DDS.
+- `pipeline`: from a robot to a deployable, checked policy in resumable stages
+  (`make_policy`, behind `examples/make_policy.py`).
+- `shac/`: short-horizon actor-critic through the simulator (`networks`, `losses`, `train`,
+  `recipe`: train, evaluate and export).
 - `ppo/`: PPO, the zeroth-order baseline (`networks`, `losses`, `train`).
 - `distill/`: data from trajectory optimisation (`dataset`), the MPC expert (`expert`),
-  behaviour cloning, DART and DAgger (`cloning`).
+  behaviour cloning, DART and DAgger (`cloning`), the whole distillation (`recipe`).
 - `checkpoint`: atomic checkpoints of a training state; `metrics_log.MetricsLog`: a trainer's
   `progress_fn` that writes `metrics.json` / `metrics.csv` as training goes.
 
