@@ -1,5 +1,5 @@
-"""The shipped policies (Go2's `go2_omni_proprio`, Solo12's `solo12_proprio` made by
-`examples/make_policy.py`) on what the robot measures: MuJoCo through the interface, Go2-like sensor
+"""The shipped policies (Go2's `go2_omni_proprio`; Solo12's `solo12_proprio` and Go1's
+`go1_proprio`, made by `examples/make_policy.py`) on what the robot measures: MuJoCo through the interface, Go2-like sensor
 noise, no ground truth (the state estimator in its place), the start-up sequence and the
 safety layer, under `DisturbanceRanges` (payload, friction, command latency, pushes):
 `learning.deployment.run_tour` and `tour_check`, what `examples/deploy_policy.py --commands
@@ -19,7 +19,7 @@ import pytest
 from learning.deployment import OMNI_TOUR, run_tour, tour_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-POLICIES = ("go2_omni_proprio", "solo12_proprio")
+POLICIES = ("go2_omni_proprio", "solo12_proprio", "go1_proprio")
 
 
 def shipped(name: str) -> str:
