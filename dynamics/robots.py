@@ -260,7 +260,7 @@ def load_pinocchio(name_or_path: str) -> PinocchioRobot:
     robot = _load_pinocchio(name_or_path)
     given = _given_record(_source(os.fspath(name_or_path)), robot.name)
     if given.leg_armature:
-        robot.model.armature = _with_armature(robot.model, given.leg_armature).armature
+        robot.model.armature = _armature(robot.model, given.leg_armature)
     return robot
 
 
@@ -343,7 +343,7 @@ def robot_record(name_or_path: str, *, foot_names: tuple | None = None,
         else:
             derive("foot_radius", DEFAULT_FOOT_RADIUS, "default: DEFAULT_FOOT_RADIUS")
     radius = changes.get("foot_radius", given.foot_radius)
-    armature = derive("leg_armature", (), "default: the URDF's rotor inertia (none)")
+    derive("leg_armature", (), "default: the URDF's rotor inertia (none)")
     derive("effort_limit", 0.0, "the URDF's")
     derive("velocity_limit", 0.0, "the URDF's")
     if given.q_standing is None:
@@ -356,8 +356,7 @@ def robot_record(name_or_path: str, *, foot_names: tuple | None = None,
         derive("q_standing", tuple(float(x) for x in q), source)
     q_standing = np.asarray(changes.get("q_standing", given.q_standing), dtype=float)
     height = float(q_standing[2])
-    with_armature = _with_armature(pm, armature)
-    i_max, i_min, tau_g = rules.leg_load(with_armature, q_standing, feet)
+    i_max, i_min, tau_g = rules.leg_load(pm, q_standing, feet)  # pm: with the rotor inertia
     kp, kd = rules.standing_gains(i_max, i_min, tau_g, height)
     derive("kp", kp, "rule: standing_gains")
     derive("kd", kd, "rule: standing_gains")
@@ -374,21 +373,17 @@ def robot_record(name_or_path: str, *, foot_names: tuple | None = None,
     return record
 
 
-def _with_armature(pin_model, leg_armature: tuple):
-    """A copy of `pin_model` with `leg_armature` tiled over the legs' joints (if given)."""
-    if not leg_armature:
-        return pin_model
+def _armature(pin_model, leg_armature: tuple) -> np.ndarray:
+    """`(nv,)` rotor inertia: `leg_armature` tiled over the legs' joints, none on the base."""
     legs, rem = divmod(pin_model.nv - 6, len(leg_armature))
     if rem:
         raise ValueError(
             f"robot {pin_model.name!r}: field 'leg_armature' has {len(leg_armature)} values, "
             f"which does not divide the {pin_model.nv - 6} actuated joints"
         )
-    model = pin_model.copy()
-    armature = np.zeros(model.nv)
+    armature = np.zeros(pin_model.nv)
     armature[6:] = np.tile(leg_armature, legs)
-    model.armature = armature
-    return model
+    return armature
 
 
 @functools.lru_cache(maxsize=32)
@@ -417,7 +412,7 @@ def load_robot(
     """
     record = robot_record(name_or_path, foot_names=foot_names, foot_radius=foot_radius)
     _LOADED[record.name] = record
-    pm = _with_armature(load_pinocchio(name_or_path).model, record.leg_armature)
+    pm = load_pinocchio(name_or_path).model  # with the given record's rotor inertia
     effort = velocity = None
     if record.effort_limit:
         effort = np.array(pm.effortLimit, dtype=float)

@@ -46,10 +46,6 @@ import numpy as np
 from dynamics import load_robot, record_of
 
 STAGES = ("plans", "warm_start", "shac", "export", "check")
-GRAVITY = 9.81
-# Go2's omnidirectional box (vx, vy [m/s], yaw rate [rad/s]) at its standing height [m]
-GO2_BOX = (1.0, 0.5, 1.0)
-GO2_HEIGHT = 0.335
 BOX_FRACTION = 0.6  # a first policy of an untuned robot: 60 % of Go2's box, in Froude terms
 
 
@@ -88,11 +84,13 @@ class PolicyRecipe:
 def command_box(robot: str) -> tuple:
     """`(vx_max [m/s], vy_max [m/s], yaw_rate_max [rad/s])` of a robot's policy: Go2's box
     scaled by dynamic similarity to the robot's standing height, times `BOX_FRACTION`."""
-    height = float(load_robot(robot).q_standing[2])
-    speed = BOX_FRACTION * np.sqrt(height / GO2_HEIGHT)
-    turn = BOX_FRACTION * np.sqrt(GO2_HEIGHT / height)
-    return tuple(round(float(c), 2) for c in (GO2_BOX[0] * speed, GO2_BOX[1] * speed,
-                                                  GO2_BOX[2] * turn))  # fmt: skip
+    from learning.policy_export import COMMAND_NAMES, DEFAULT_COMMAND_RANGES
+
+    go2_box = [DEFAULT_COMMAND_RANGES[name][1] for name in COMMAND_NAMES]  # Go2's policies'
+    ratio = float(load_robot(robot).q_standing[2]) / float(load_robot("go2").q_standing[2])
+    speed, turn = BOX_FRACTION * np.sqrt(ratio), BOX_FRACTION / np.sqrt(ratio)
+    return tuple(round(float(c), 2) for c in (go2_box[0] * speed, go2_box[1] * speed,
+                                                  go2_box[2] * turn))  # fmt: skip
 
 
 class RecipeMismatch(ValueError):

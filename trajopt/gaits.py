@@ -71,12 +71,8 @@ def gait_spec(robot: str, gait: str) -> Gait:
     """The `Gait` of `gait` for `robot`: `GAITS[gait]` with the robot record's
     `gait_overrides` applied (`dynamics.robot_record`)."""
     check_gait(gait)
-    return dataclasses.replace(GAITS[gait], **_record(robot).gait_override(gait))
+    return dataclasses.replace(GAITS[gait], **record_of_name(robot).gait_override(gait))
 
-
-def _record(robot: str):
-    """The record of a robot by its model's name, or by name or path (loading it)."""
-    return record_of_name(robot)
 
 
 def gait_weights(robot: str, gait: str, overrides: dict | None = None) -> dict:
@@ -132,7 +128,7 @@ def available_gaits() -> tuple:
 def gait_period(robot: str, gait: str) -> float:
     """The period [s] of `gait` on `robot` in the library's problems and the MPC: the robot's
     trot period (its record's `gait_period`) times the gait's `period_scale`."""
-    return _record(robot).gait_period * gait_spec(robot, gait).period_scale
+    return record_of_name(robot).gait_period * gait_spec(robot, gait).period_scale
 
 
 def stance_pattern(gait: Gait, period: float, times: np.ndarray):
