@@ -53,7 +53,7 @@ sent, the estimator's output, the simulator's ground truth, the start-up phase; 
 `--log-dir`, written while it runs, so an interrupted run keeps what it did; its folder is
 printed at the end) and the loop log (npz) and summary (json) under `--out`.
 
-The run is `learning.deployment.run_go2`; this script parses its arguments and prints.
+The run is `learning.go2_deployment.run_go2`; this script parses its arguments and prints.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ import numpy as np
 
 from hardware import control_loop
 from hardware.timing import format_summary
-from learning.deployment import MPCOptions, run_go2
+from learning.go2_deployment import MPCOptions, run_go2
 
 SHIPPED_POLICY = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "policies", "go2_omni_proprio"

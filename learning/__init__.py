@@ -13,7 +13,9 @@
   environment or the plant: the one evaluation of every trainer.
 - `deployment`: an exported policy on a robot: conventions check, controller, start-up,
   command schedule, the randomised MuJoCo tour with the state estimator and its verdict
-  (`run_tour`, `tour_check`), the Go2 over DDS.
+  (`run_tour`, `tour_check`).
+- `go2_deployment`: a controller (the stand, a policy, the real-time MPC) on a Go2 over DDS
+  (`run_go2`, behind `examples/deploy_go2.py`), with its deployment log.
 - `pipeline`: from a robot to a deployable, checked policy in resumable stages
   (`make_policy`, behind `examples/make_policy.py`).
 - `shac/`: short-horizon actor-critic through the simulator (`networks`, `losses`, `train`,

@@ -1,0 +1,387 @@
+"""Deploying a controller on a Go2 over its DDS protocol (Unitree SDK 2's topics): the stand, an
+exported policy or the real-time MPC, behind the start-up sequence and the safety layer, in real
+time on the simulated Go2 or the robot, with the run's deployment log.
+
+    summary, result = run_go2("policy", seconds=10.0, policy="examples/policies/go2_omni_proprio")
+    summary, result = run_go2("mpc", seconds=5.0, mpc=MPCOptions(iterations=1))
+
+The example `deploy_go2.py` is argument parsing and printing over this module.
+
+A run (`run_go2`): the controller (`make_controller`: "stand", "policy" through
+`learning.deployment.policy_controller`, or "mpc" with `MPCOptions`, prepared before any robot
+is connected), the simulated Go2 on DDS (`simulated_go2`, `hardware.go2.sim`; lying on its
+belly, `LYING`, for the stand), the backend (`hardware.go2.robot.Go2Robot`, or
+`LockstepGo2Robot` in robot time), the state estimator in place of the backend's base state
+when asked or when no sport state arrives (`make_estimated_robot`), and the start-up sequence
+(`learning.deployment.startup`) handing over to the controller `SETTLE_AFTER_STAND_UP` s after
+the stand-up; the velocity command (forward, [m/s]) from `WALK_AFTER` s into the controller
+phase; the safety layer at `command_rate`.
+
+The deployment log (`hardware.deployment_log`; by default dated under `log_dir`,
+`default_log_folder`), written while the run goes on: per command tick the measurement, the
+command sent, the start-up phase, the estimator's output (`estimator_probe`) and, in
+simulation, the true base state (`truth_probe`: position (3,) world frame [m], linear velocity
+(3,) base frame [m/s]). The summary: the loop's (`loop_summary`) and the true base height and
+forward speed of the controller phase from the log (`ground_truth_summary`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import time
+
+import numpy as np
+
+import dynamics
+from hardware import control_loop
+from hardware.estimated_robot import EstimatedRobot
+from hardware.estimator import EstimatorConfig, StateEstimator
+from hardware.interface import JointMap, VelocityCommand
+from hardware.safety import SafetyConfig, SafetyLayer
+
+from .deployment import (
+    COMMAND_RATE,
+    ESTIMATED_INPUTS,
+    SOFT_START_SECONDS,
+    load_runtime,
+    policy_controller,
+    startup,
+)
+from .policy_export import load_numpy_policy, policy_inputs
+
+LYING = (0.0, 1.36, -2.65)  # [rad] hip, thigh, calf of each Go2 leg, lying on the belly
+WALK_AFTER = 1.0  # [s] zero velocity command after the controller starts, before `velocity`
+SETTLE_AFTER_STAND_UP = 1.0  # [s] holding the standing pose after the stand-up
+
+
+def lying_configuration(model) -> np.ndarray:
+    """`q (nq,)` of Go2 `model` lying on its belly (base 0.12 m high, legs folded: `LYING`)."""
+    q = np.asarray(model.q_standing, dtype=float).copy()
+    q[2], q[7:] = 0.12, np.tile(LYING, 4)
+    return q
+
+
+@dataclasses.dataclass
+class MPCOptions:
+    """The real-time MPC's settings (`controllers.realtime_mpc.realtime_mpc_controller`; the
+    defaults are `examples/deploy_network.py`'s, the configuration that walks): horizon [s],
+    FDDP iterations per cycle, latency compensation lookahead [s] or "auto", substeps,
+    contact model, prox sweeps, derivatives, solver "process" or "thread", the solver
+    process's core (an int, "auto" or None)."""
+
+    horizon: float = 0.5
+    iterations: int = 1
+    lookahead: float | str = "auto"
+    substeps: int = 2
+    contact: str = "smooth"
+    sweeps: int = 10
+    derivatives: str = "compiled"
+    solver: str = "process"
+    solver_core: int | str | None = "auto"
+
+
+def controller_inputs(kind: str, policy=None) -> tuple:
+    """The Measurement fields a controller reads beyond the joints and the IMU's attitude:
+    an exported policy's (folder `policy`) declared "inputs", the MPC's whole base state,
+    nothing for the stand."""
+    if kind == "policy":
+        return tuple(policy_inputs(load_numpy_policy(policy).config))
+    if kind == "mpc":
+        return ESTIMATED_INPUTS
+    return ()
+
+
+def make_controller(kind: str, joint_map: JointMap, policy=None, stand_up=1.5, lockstep=False,
+                    mpc: MPCOptions | None = None, solver_core=None):  # fmt: skip
+    """`(controller, SafetyConfig changes, controller period [s])` for a Go2: "stand" (stand up
+    over `stand_up` [s] and hold), "policy" (the exported policy in folder `policy`, NumPy
+    runner, `check_conventions`) or "mpc" (the real-time MPC, prepared here: its first plan
+    and every compilation, before any robot is connected; with `lockstep` the plain MPC)."""
+    if kind == "stand":
+        from hardware.pose import StandUpController
+
+        return StandUpController(joint_map, stand_up), {}, 0.02
+    if kind == "policy":
+        runner, config = load_runtime(policy, "numpy")
+        controller = policy_controller(runner, config, joint_map)
+        return controller, {"soft_start_duration": SOFT_START_SECONDS}, float(config["control_dt"])
+    if kind == "mpc":
+        from controllers.realtime_mpc import realtime_mpc_controller
+        from controllers.state_feedback import mpc_controller, mpc_safety_config
+
+        safety = mpc_safety_config(soft_start=0.2)
+        changes = {k: getattr(safety, k) for k in safety.__dataclass_fields__}
+        o = mpc or MPCOptions()
+        if lockstep:
+            return mpc_controller("go2", joint_map, "trot", o.horizon, 3), changes, 0.02
+        controller = realtime_mpc_controller(
+            "go2", joint_map, "trot", o.horizon, o.iterations, lookahead=o.lookahead,
+            substeps=o.substeps, contact=o.contact, num_sweeps=o.sweeps,
+            derivatives=o.derivatives, process=o.solver == "process", core=solver_core,
+        )  # fmt: skip
+        controller.prepare()
+        return controller, changes, 0.01
+    raise ValueError(f"unknown controller {kind!r}")
+
+
+@contextlib.contextmanager
+def simulated_go2(domain, lying: bool, lifetime: float, lockstep: bool = False, extra=()):
+    """The simulated Go2 process (`hardware.go2.sim`) on DDS `domain` over loopback, lying
+    (`lying_configuration`) or standing, living at most `lifetime` [s]; nothing when
+    `domain` is None."""
+    if domain is None:
+        yield None
+        return
+    from hardware.go2.sim import spawn as spawn_simulated_go2
+
+    args = ["--domain", str(domain), "--interface", "lo", "--max-lifetime", str(lifetime)]
+    if lockstep:
+        args.append("--lockstep")
+    if lying:
+        model = dynamics.load_robot("go2")
+        args += ["--q0", json.dumps(lying_configuration(model).tolist())]
+    with spawn_simulated_go2(args + list(extra), stderr=subprocess.DEVNULL) as proc:
+        yield proc
+
+
+def truth_probe(go2):
+    """A log probe of the simulated Go2's true base state as `go2` received it (`Go2Robot.truth`
+    from `--ground-truth-topic`): `{"base_position" (3,) world [m], "base_linear_velocity" (3,)
+    base frame [m/s]}`, or {} before the first sample."""
+
+    def probe() -> dict:
+        sample = go2.truth  # (receive time, position, velocity)
+        if sample is None:
+            return {}
+        return {"base_position": sample[1], "base_linear_velocity": sample[2]}
+
+    return probe
+
+
+def estimator_probe(robot):
+    """A log probe of `EstimatedRobot` `robot`: its newest `hardware.estimator.Estimate`'s
+    velocity (base frame) [m/s], position [m], height above the stance feet [m], NIS (total
+    and per foot), contact weights, valid flag and fault ("" when none)."""
+
+    def probe() -> dict:
+        e = robot.estimate
+        return {
+            "base_linear_velocity": e.base_linear_velocity,
+            "base_position": e.base_position,
+            "base_height": e.base_height,
+            "nis": e.nis,
+            "foot_nis": e.foot_nis,
+            "contact_weights": e.contact_weights,
+            "valid": bool(e.valid),
+            "fault": e.fault or "",
+        }
+
+    return probe
+
+
+def make_estimated_robot(robot, estimator_settings: dict):
+    """`(EstimatedRobot(robot, StateEstimator(go2, EstimatorConfig(**settings))),
+    the config as a dict)` (`hardware.estimated_robot`, `hardware.estimator`)."""
+    config = EstimatorConfig(**estimator_settings)
+    estimator = StateEstimator(dynamics.load_robot("go2"), config)
+    wrapped = EstimatedRobot(robot, estimator, replace_ground_truth=True)
+    return wrapped, json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def default_log_folder(log_dir: str, controller: str) -> str:
+    """`log_dir/deploy_go2_<controller>_<date-time>_<pid>`."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return os.path.join(log_dir, f"deploy_go2_{controller}_{stamp}_{os.getpid()}")
+
+
+def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True, policy=None,
+            velocity=0.5, command_rate=COMMAND_RATE, stand_up=1.5, release_sport_mode=False,
+            lockstep=False, state_timeout=0.1, estimator="auto", estimator_settings=None,
+            mpc: MPCOptions | None = None, log_folder=None, log_dir="runs",
+            command_line=None, auto_start=None):  # fmt: skip
+    """One deployment on a Go2 over its DDS protocol (`examples/deploy_go2.py`'s docstring);
+    returns `(summary, control_loop.LoopResult)`.
+
+    controller: "stand", "policy" (folder `policy`) or "mpc" (`make_controller`); seconds [s]
+    of the controller phase (after stand-up and `SETTLE_AFTER_STAND_UP`; "stand": the whole
+    run), `velocity` [m/s] forward from `WALK_AFTER` s into it; domain, interface: DDS; sim:
+    start the simulated Go2 (`simulated_go2`); command_rate [Hz] of the safety layer;
+    stand_up [s]; lockstep: the simulated Go2 in robot time; state_timeout [s]: stale
+    measurement -> damping; estimator: "on", "off" or "auto" (on when no sport state
+    arrives), with `EstimatorConfig(**estimator_settings)`; log_folder (None: dated under
+    `log_dir`): the deployment log, written while it runs; auto_start: the start-up requests
+    from software as well as from the remote (default: in simulation only)."""
+    from controllers.mpc_process import pin_beside_the_solver
+
+    auto_start = sim if auto_start is None else bool(auto_start)
+    mpc = mpc or MPCOptions()
+    realtime_mpc = controller == "mpc" and not lockstep
+    original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    solver_core = None
+    if realtime_mpc and mpc.solver == "process":
+        solver_core = pin_beside_the_solver(mpc.solver_core)
+    try:
+        return _run_go2(
+            controller, seconds, domain, interface, sim, policy, velocity, command_rate,
+            stand_up, release_sport_mode, lockstep, state_timeout, estimator,
+            dict(estimator_settings or {}), mpc, solver_core, realtime_mpc,
+            log_folder or default_log_folder(log_dir, controller), command_line, auto_start,
+        )  # fmt: skip
+    finally:  # a caller in this process (a test) gets its cores back
+        if original is not None:
+            os.sched_setaffinity(0, original)
+
+
+def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, command_rate,
+             stand_up, release_sport_mode, lockstep, state_timeout, estimator,
+             estimator_settings, mpc, solver_core, realtime_mpc, log_folder, command_line,
+             auto_start):  # fmt: skip
+    from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
+    from hardware.go2 import conversions
+    from hardware.go2.robot import Go2Robot, LockstepGo2Robot
+
+    model = dynamics.load_robot("go2")
+    joint_map = JointMap.from_model(model)
+    if lockstep and not sim:
+        raise ValueError("--lockstep needs the simulated Go2 (no --no-sim)")
+    if estimator not in ("on", "off", "auto"):
+        raise ValueError(f"estimator must be 'on', 'off' or 'auto', got {estimator!r}")
+    ctrl, safety_changes, control_dt = make_controller(controller, joint_map, policy, stand_up,
+                                                       lockstep, mpc, solver_core)  # fmt: skip
+    config = SafetyConfig(**{"soft_start_duration": 0.5, **safety_changes})
+    config = dataclasses.replace(config, command_timeout=0.3, measurement_timeout=state_timeout)
+    command_dt = 1.0 / command_rate
+    control_dt = max(command_dt, round(control_dt / command_dt) * command_dt)
+    walk = controller != "stand"
+    extra = ["--ground-truth-topic", conversions.TOPIC_GROUND_TRUTH] if sim else []
+    sim_final = None
+    duration = stand_up + SETTLE_AFTER_STAND_UP + seconds if walk else seconds
+    lifetime = duration + 180 if not lockstep else 3600
+    outer, stack = contextlib.ExitStack(), contextlib.ExitStack()  # the simulator; the rest
+    log = None
+    try:
+        if realtime_mpc:
+            outer.callback(ctrl.shutdown)
+        proc = outer.enter_context(
+            simulated_go2(domain if sim else None, not walk, lifetime, lockstep, extra)
+        )
+        truth_topic = sim  # the simulated Go2 publishes its true base state
+        kwargs = dict(domain=domain, interface=interface or None, command_timeout=0.3,
+                      max_command_age=0.3, release_sport_mode=release_sport_mode,
+                      ground_truth=truth_topic)  # fmt: skip
+        if lockstep:
+            go2 = LockstepGo2Robot(joint_map, **kwargs)
+        else:
+            go2 = Go2Robot(joint_map, state_timeout=state_timeout, **kwargs)
+        stack.callback(go2.close)
+        use_estimator = estimator == "on" or (estimator == "auto" and go2.sport is None)
+        robot = go2
+        if use_estimator:
+            robot, estimator_settings = make_estimated_robot(go2, estimator_settings)
+        started = startup(
+            ctrl, joint_map, stand_duration=stand_up, auto=auto_start,
+            controller_after=stand_up + SETTLE_AFTER_STAND_UP if walk else None,
+            required_inputs=controller_inputs(controller, policy),
+            buttons=lambda: go2.buttons, backend=type(go2).__name__,
+        )  # fmt: skip
+        probes = {"startup": lambda: {"phase": started.sequence.phase.value}}
+        truth_source = conversions.TOPIC_GROUND_TRUTH if truth_topic else None
+        if truth_topic:
+            probes["truth"] = truth_probe(go2)
+        if use_estimator:
+            probes["estimator"] = estimator_probe(robot)
+        header = {
+            "robot": "go2", "controller": controller,
+            "policy": os.path.abspath(policy) if controller == "policy" else None,
+            "estimator": {"on": use_estimator, "requested": estimator,
+                          "settings": estimator_settings},
+            "simulated": sim, "lockstep": lockstep, "domain": domain, "interface": interface,
+            "velocity_command_m_per_s": velocity if walk else 0.0, "walk_after_s": WALK_AFTER,
+            "stand_up_s": stand_up, "auto_start": auto_start, "control_dt": control_dt,
+            "command_dt": command_dt,
+            "mpc": dataclasses.asdict(mpc) if controller == "mpc" else None,
+            "ground_truth": truth_source, "joint_names": list(joint_map.names),
+            "foot_names": list(model.foot_names),
+            "command_line": command_line,
+        }  # fmt: skip
+        log = DeploymentLogWriter(log_folder, header)
+        safety = SafetyLayer(joint_map, config)
+        recorder = RecordingRobot(robot, log, safety=safety, probes=probes)
+        result = control_loop.run(
+            recorder, started, safety, duration=duration, control_dt=control_dt,
+            command_dt=command_dt, start_timeout=5.0, on_tick=started.on_tick,
+            command_source=lambda t: VelocityCommand(velocity if started.walking(t, WALK_AFTER)
+                                                     else 0.0),
+        )  # fmt: skip
+        mpc_summary = ctrl.summary() if realtime_mpc else None
+        backend = go2.status()
+        stack.close()  # the readers, the robot: the LowCmd writer thread stops
+        writer = go2.timing.summary()
+        if proc is not None:
+            proc.send_signal(15)
+            out, _ = proc.communicate(timeout=30)
+            sim_final = json.loads(out.strip().splitlines()[-1])["final_status"]
+            sim_final.pop("history")
+        began = started.controller_started
+        summary = {
+            "controller": controller, "seconds": seconds, "domain": domain,
+            "interface": interface, "simulated": sim, "lockstep": lockstep,
+            "estimator": use_estimator, "log": os.path.abspath(log_folder),
+            "startup": [(round(tr.t, 3), tr.source.value, tr.target.value, tr.reason, tr.accepted)
+                        for tr in started.sequence.transitions],
+            "controller_started_s": began,
+            "velocity_command_m_per_s": velocity if walk else 0.0,
+            "average_speed_m_per_s": float("nan") if began is None else
+            control_loop.average_speed(result.log, after=began + WALK_AFTER + 1.0),
+            "backend": backend, "lowcmd_writer_timing": writer, "simulated_go2": sim_final,
+            "mpc": mpc_summary, "log_probe_failures": recorder.probe_failures,
+            **loop_summary(result),
+        }  # fmt: skip
+        summary["ground_truth"] = None
+        log.close(summary)
+        summary["ground_truth"] = ground_truth_summary(log_folder)
+        return summary, result
+    finally:
+        stack.close()
+        outer.close()
+        if log is not None:
+            log.close(log.summary)  # an interrupted run: what was written stays
+            print(f"deployment log: {os.path.abspath(log_folder)}")
+
+
+def loop_summary(result) -> dict:
+    """`LoopResult.summary()`, with NaN base heights when no tick had a base position (the
+    estimator not yet valid in a short stand-up)."""
+    if np.any(np.isfinite(result.log["base_position"][:, 2])):
+        return result.summary()
+    log = dict(result.log, base_position=np.zeros_like(result.log["base_position"]))
+    out = dataclasses.replace(result, log=log).summary()
+    out["min_base_height_m"] = out["settled_base_height_m"] = float("nan")
+    return out
+
+
+def ground_truth_summary(folder: str) -> dict | None:
+    """The controller phase's true base height (min) [m] and average forward speed after
+    `WALK_AFTER + 1` s [m/s] from the deployment log in `folder`; None without ground truth."""
+    from hardware.deployment_log import DeploymentLog
+
+    run = DeploymentLog.load(folder)
+    if "truth_base_position" not in run:
+        return None
+    phases = run["startup_phase"]
+    phase = phases == "controller" if "controller" in set(phases) else np.ones(len(run), bool)
+    t, p = run["t"][phase], run["truth_base_position"][phase]
+    ok = np.all(np.isfinite(p), axis=1)
+    if not np.any(ok):
+        return None
+    t, p = t[ok] - t[ok][0], p[ok]
+    return {
+        "min_base_height_m": float(np.min(p[:, 2])),
+        "average_speed_m_per_s": control_loop.average_speed(
+            {"t": t, "base_position": p}, after=WALK_AFTER + 1.0
+        ),
+    }
