@@ -252,15 +252,13 @@ def standing_base_height(pin_model, q, foot_names, foot_radius) -> float:
     return float(q[2] - lowest)
 
 
-def leg_load(pin_model, q, foot_names) -> tuple:
-    """`(I_max, I_min, tau_g)`: the largest and smallest mass-matrix diagonal over the
-    actuated joints at `q` [kg m^2] (rotor inertia included), and the largest joint torque
-    [N m] that holds a quarter of the weight on each foot (`tau = sum_i J_i^T (0, 0, m g/4)`)."""
+def standing_torques(pin_model, q, foot_names):
+    """`(nu,)` joint torques [N m] that hold the robot standing at `q` with a quarter of its
+    weight on each foot: `tau = sum_i J_i^T (0, 0, m g / 4)`, `J_i` the foot's translational
+    Jacobian in the world-aligned frame (the virtual work of the ground forces)."""
     import pinocchio as pin
 
     data = pin_model.createData()
-    M = pin.crba(pin_model, data, q)
-    diag = np.diag(M)[6:]
     pin.computeJointJacobians(pin_model, data, q)
     pin.framesForwardKinematics(pin_model, data, q)
     mass = sum(float(i.mass) for i in pin_model.inertias)
@@ -269,7 +267,18 @@ def leg_load(pin_model, q, foot_names) -> tuple:
     for f in foot_names:
         J = pin.getFrameJacobian(pin_model, data, pin_model.getFrameId(f), pin.LOCAL_WORLD_ALIGNED)
         tau += J[:3].T @ force
-    return float(diag.max()), float(diag.min()), float(np.abs(tau[6:]).max())
+    return tau[6:]
+
+
+def leg_load(pin_model, q, foot_names) -> tuple:
+    """`(I_max, I_min, tau_g)`: the largest and smallest mass-matrix diagonal over the
+    actuated joints at `q` [kg m^2] (rotor inertia included), and the largest joint torque
+    [N m] of `standing_torques`."""
+    import pinocchio as pin
+
+    diag = np.diag(pin.crba(pin_model, pin_model.createData(), q))[6:]
+    tau = standing_torques(pin_model, q, foot_names)
+    return float(diag.max()), float(diag.min()), float(np.abs(tau).max())
 
 
 def standing_gains(i_max: float, i_min: float, tau_g: float, height: float) -> tuple:
