@@ -28,7 +28,10 @@ iterations continue from the last checkpoint. Another robot in the same folder i
 
 The command box scales with the robot by dynamic similarity: speeds as `sqrt(g h)` (h the
 standing height), yaw rates as `sqrt(g / h)`, from the Go2 policy's box at `BOX_FRACTION`
-of it.
+of it. A robot whose joints are slow for its size gets a smaller box: a leg's joints sweep at
+about `v / h`, so the box shrinks (its shape kept) until `vx_max <= JOINT_SPEED_FRACTION
+qd_max h`, `qd_max` the slowest leg joint's velocity limit. The box is recorded in
+`pipeline.json`; a changed box re-runs every stage.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from dynamics import load_robot, record_of
 
 STAGES = ("plans", "warm_start", "shac", "export", "check")
 BOX_FRACTION = 0.6  # a first policy of an untuned robot: 60 % of Go2's box, in Froude terms
+# vx_max / (qd_max h): Go1's and Solo12's Froude boxes sit at 0.10 and 0.09 and their first
+# policies walk the tour; ANYmal C's, at 0.19, drove its knees past their velocity limit
+JOINT_SPEED_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -83,14 +89,20 @@ class PolicyRecipe:
 
 def command_box(robot: str) -> tuple:
     """`(vx_max [m/s], vy_max [m/s], yaw_rate_max [rad/s])` of a robot's policy: Go2's box
-    scaled by dynamic similarity to the robot's standing height, times `BOX_FRACTION`."""
+    scaled by dynamic similarity to the robot's standing height, times `BOX_FRACTION`, and
+    shrunk to the joints' speed (module docstring)."""
     from learning.policy_export import COMMAND_NAMES, DEFAULT_COMMAND_RANGES
 
     go2_box = [DEFAULT_COMMAND_RANGES[name][1] for name in COMMAND_NAMES]  # Go2's policies'
-    ratio = float(load_robot(robot).q_standing[2]) / float(load_robot("go2").q_standing[2])
+    model = load_robot(robot)
+    height = float(model.q_standing[2])
+    ratio = height / float(load_robot("go2").q_standing[2])
     speed, turn = BOX_FRACTION * np.sqrt(ratio), BOX_FRACTION / np.sqrt(ratio)
-    return tuple(round(float(c), 2) for c in (go2_box[0] * speed, go2_box[1] * speed,
-                                                  go2_box[2] * turn))  # fmt: skip
+    joint_speed = float(np.min(np.asarray(model.velocity_limit)[model.nv - model.nu :]))
+    shrink = min(1.0, JOINT_SPEED_FRACTION * joint_speed * height / (go2_box[0] * speed))
+    return tuple(round(float(c), 2) for c in (go2_box[0] * speed * shrink,
+                                                  go2_box[1] * speed * shrink,
+                                                  go2_box[2] * turn * shrink))  # fmt: skip
 
 
 class RecipeMismatch(ValueError):
@@ -173,7 +185,7 @@ def _shac(robot, recipe, out, context):
         resume=True, init=os.path.join(out, "warm_start", "policy.eqx"),
         checkpoint_every=max(1, min(100, recipe.shac_iterations // 10)),
         actor_lr=recipe.actor_lr, seed=recipe.seed, eval_seconds=recipe.eval_seconds,
-        export=False, quiet=True, gait_period=context["gait_period"], command_interval=2.0,
+        export=False, quiet=False, gait_period=context["gait_period"], command_interval=2.0,
         command_extremes=0.3, base_velocity=False, observation_noise=True,
         task=dict(**_ranges(context["box"]), push=recipe.push),
         command=context["command"],
@@ -239,7 +251,7 @@ _RUN = {"plans": _plans, "warm_start": _warm_start, "shac": _shac, "export": _ex
 def make_policy(robot: str, out: str, recipe: PolicyRecipe | None = None, *,
                 restart: bool = False, command: str = "", progress=print) -> dict:  # fmt: skip
     """Run the stages (module docstring) for `robot` into `out`; returns the state
-    `{"robot", "recipe", "stages": {stage: {"seconds", "result"}}}` also saved in
+    `{"robot", "recipe", "box", "stages": {stage: {"seconds", "result"}}}` also saved in
     `<out>/pipeline.json`. `restart`: discard an earlier run in `out`. `command`: the command
     line, written into the policy's README. Raises `RecipeMismatch` for an earlier run of
     another robot, and whatever a stage raises (the finished stages stay recorded)."""
@@ -250,10 +262,15 @@ def make_policy(robot: str, out: str, recipe: PolicyRecipe | None = None, *,
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "pipeline.json")
     state = _load_state(path, robot, recipe, restart)
+    box = command_box(robot)
+    if state.setdefault("box", list(box)) != list(box):  # the plans onwards were for another box
+        progress(f"{robot}: the command box changed from {tuple(state['box'])}: every stage "
+                 "runs again")  # fmt: skip
+        state.update(box=list(box), stages={})
+        restart = True
     if restart:
         for stage in STAGES:
             shutil.rmtree(os.path.join(out, stage), ignore_errors=True)
-    box = command_box(robot)
     speeds = np.linspace(0.0, box[0], recipe.plan_speeds + 1)[1:] if recipe.plan_speeds else []
     context = {
         "box": box, "gait_period": gait_period(robot, "trot"), "progress": progress,
