@@ -2,11 +2,12 @@
 on NumPy buffers.
 
 `substep_functions(problem)` builds the CasADi functions of `trajopt.casadi_knots` at the
-problem's step parameters, terrain and PD gains, generates one C file of them, compiles it with
-the system's C compiler (`CC`, default `gcc`) into a shared library in `library_dir()`
-(`<DIFFLOCO_CACHE_DIR>/casadi/`, or a private temporary folder when that cache is off), named by
-a hash of the code, the compiler, its flags and the CPU, and loads it (`casadi.external`). The
-last `MAX_LOADED` libraries stay loaded.
+problem's step parameters, terrain and PD gains, generates a C file for each, compiles them in
+parallel with the system's C compiler (`CC`, default `gcc`) into one shared library in
+`library_dir()` (`<DIFFLOCO_CACHE_DIR>/casadi/`, or a private temporary folder when that cache
+is off), named by a hash of the code, the compiler, its flags and the CPU, and loads it
+(`casadi.external`). Every build is recorded with its seconds and whether it was found built
+(`builds()`). The last `MAX_LOADED` libraries stay loaded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import casadi as ca
@@ -75,46 +79,94 @@ def _cpu_identity() -> str:
     return platform.machine() + "".join(sorted(set(lines)))
 
 
-def build_library(source: Path, stem: str, flags: tuple[str, ...] = COMPILER_FLAGS) -> Path:
-    """The C file `source` compiled with `flags` into a shared library `<stem>-<hash>.so` in
-    `library_dir()`, where the hash is of the code, the compiler, its flags and the CPU: built
-    once, then found.
+@dataclass(frozen=True)
+class Build:
+    """One `build_library` call: the library, the wall seconds it took, whether it was found
+    already built (`cached`), and the translation units compiled (in parallel)."""
+
+    library: Path
+    seconds: float
+    cached: bool
+    units: int
+
+
+_BUILDS: list[Build] = []  # this process's builds, oldest first
+
+
+def builds() -> tuple[Build, ...]:
+    """Every `build_library` call of this process so far, oldest first (a caller reports the
+    ones its own work made by counting before and after)."""
+    return tuple(_BUILDS)
+
+
+def build_library(sources, stem: str, flags: tuple[str, ...] = COMPILER_FLAGS) -> Path:
+    """The C file(s) `sources` (a path or a list of paths, each a translation unit) compiled
+    with `flags` into one shared library `<stem>-<hash>.so` in `library_dir()`, where the hash
+    is of the code, the compiler, its flags and the CPU: built once, then found. The units
+    compile in parallel, one compiler process per core, the largest first, then link; each call
+    is recorded (`builds()`).
     Processes building the same library at once each write a whole file (a unique name in the
     folder, then an atomic rename)."""
+    started = time.perf_counter()
+    single = isinstance(sources, str | os.PathLike)
+    units = [Path(sources)] if single else [Path(unit) for unit in sources]
     folder = library_dir()
     folder.mkdir(parents=True, exist_ok=True)
     cc = compiler()
     machine = repr((cc, tuple(flags), _cpu_identity())).encode()
-    key = hashlib.sha256(Path(source).read_bytes() + machine).hexdigest()[:24]
+    code = b"".join(u.name.encode() + b"\0" + u.read_bytes() for u in sorted(units))
+    key = hashlib.sha256(code + machine).hexdigest()[:24]
     library = folder / f"{stem}-{key}.so"
     with _LOCK:
-        if library.exists():
-            return library
-        if not compiler_available():
-            raise RuntimeError(
-                f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
-                "(install gcc or set CC, or use derivatives='implicit')"
-            )
-        with tempfile.TemporaryDirectory(prefix="diffloco-cc-") as scratch:
-            partial = Path(scratch, f"{stem}.so")
-            subprocess.run([cc, *flags, "-o", str(partial), str(source), "-lm"],
-                           check=True, capture_output=True)  # fmt: skip
-            handle, staged = tempfile.mkstemp(suffix=".so.part", dir=folder)
-            os.close(handle)
-            shutil.copyfile(partial, staged)
-            os.replace(staged, library)
+        cached = library.exists()
+        if not cached:
+            _compile_and_link(units, library, cc, flags)
+    _BUILDS.append(Build(library, time.perf_counter() - started, cached, len(units)))
     return library
 
 
-def compile_library(functions: list[ca.Function]) -> tuple[list[ca.Function], Path]:
-    """The functions as C, compiled into one shared library (`build_library`), loaded with
-    `casadi.external`; and the library's path (its C symbols are the functions' names)."""
-    generator = ca.CodeGenerator("knots.c", {"with_header": False})
-    for f in functions:
-        generator.add(f)
+def _compile_and_link(units: list[Path], library: Path, cc: str, flags: tuple) -> None:
+    if not compiler_available():
+        raise RuntimeError(
+            f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
+            "(install gcc or set CC, or use derivatives='implicit')"
+        )
+    compile_flags = tuple(f for f in flags if f != "-shared")
+    with tempfile.TemporaryDirectory(prefix="diffloco-cc-") as scratch:
+        objects = [Path(scratch, f"{k}-{u.stem}.o") for k, u in enumerate(units)]
+        largest_first = sorted(range(len(units)), key=lambda k: -units[k].stat().st_size)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(units), os.cpu_count() or 1))) as pool:
+            jobs = [pool.submit(subprocess.run, [cc, *compile_flags, "-c", "-o", str(objects[k]),
+                                                 str(units[k])], check=True, capture_output=True)
+                    for k in largest_first]  # fmt: skip
+            for job in jobs:
+                job.result()
+        partial = Path(scratch, library.name)
+        subprocess.run([cc, *flags, "-o", str(partial), *map(str, objects), "-lm"],
+                       check=True, capture_output=True)  # fmt: skip
+        handle, staged = tempfile.mkstemp(suffix=".so.part", dir=library.parent)
+        os.close(handle)
+        shutil.copyfile(partial, staged)
+        os.replace(staged, library)
+
+
+def compile_library(functions: list[ca.Function], flags: tuple[str, ...] | None = None,
+                    one_unit: bool = False) -> tuple[list[ca.Function], Path]:  # fmt: skip
+    """The functions as C, one translation unit each (`one_unit`: all in one), compiled in
+    parallel with `flags` (default `COMPILER_FLAGS`) into one shared library
+    (`build_library`), loaded with `casadi.external`; and the library's path (its C symbols
+    are the functions' names)."""
+    groups = [functions] if one_unit else [[f] for f in functions]
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
-        generator.generate(scratch + os.sep)
-        library = build_library(Path(scratch, "knots.c"), "knots")
+        units = []
+        for group in groups:
+            name = "knots.c" if one_unit else f"{group[0].name()}.c"
+            generator = ca.CodeGenerator(name, {"with_header": False})
+            for f in group:
+                generator.add(f)
+            generator.generate(scratch + os.sep)
+            units.append(Path(scratch, name))
+        library = build_library(units, "knots", COMPILER_FLAGS if flags is None else flags)
     return [ca.external(f.name(), str(library)) for f in functions], library
 
 

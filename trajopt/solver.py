@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import fddp, knot_backends
+from . import fddp, generated_code, knot_backends
 from . import problem as P
 from .compile_cache import enable_persistent_cache
 from .trajectory import Trajectory, solution_info
@@ -120,6 +120,7 @@ def solve(
         raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
     if fddp.check_linearize_threads(linearize_threads) == 2 and solver != "fddp":
         raise ValueError(f"linearize_threads=2 is FDDP's; solver {solver!r} takes 1")
+    builds_before = len(generated_code.builds())
     xs, us = initial_guess(problem, init, guess)
     if solver == "fddp":
         xs_in = xs if shooting == "multiple" else None
@@ -135,6 +136,7 @@ def solve(
             linearize_threads=linearize_threads,
         )
         traj = Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
+        traj.meta.update(builds=_builds_since(builds_before, verbose))
         # why it stopped and where its time went (`fddp.solve_fddp`'s reason and timing)
         traj.meta.update(reason=info["reason"], timing=info["timing"],
                          exact_derivatives_from=info["exact_derivatives_from"])  # fmt: skip
@@ -155,6 +157,20 @@ def solve(
     return solve_ipopt(
         problem, xs_in, us, max_iterations=max_iterations, time_budget=time_budget, verbose=verbose
     )
+
+
+def _builds_since(count: int, verbose: bool) -> list[dict]:
+    """The generated C libraries built or found since `count` builds of this process
+    (`generated_code.builds()`): library name, seconds, cached, translation units; printed when
+    `verbose`."""
+    rows = [
+        {"library": b.library.name, "seconds": b.seconds, "cached": b.cached, "units": b.units}
+        for b in generated_code.builds()[count:]
+    ]
+    for row in rows if verbose else ():
+        how = "found built" if row["cached"] else f"built from {row['units']} units in parallel"
+        print(f"C library {row['library']}: {how}, {row['seconds']:.1f} s")
+    return rows
 
 
 def _lbfgs_value_and_grad(fn: knot_backends.KnotBackend, shape):

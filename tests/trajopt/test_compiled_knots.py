@@ -227,6 +227,7 @@ def test_the_anymal_trot_converges_with_compiled_derivatives():
     assert a.status == "converged", a.meta["reason"]
     assert a.meta["exact_derivatives_from"] is not None
     assert "with the derivatives of the computed step (unrolled) from iteration" in a.meta["reason"]
+    assert all(set(b) == {"library", "seconds", "cached", "units"} for b in a.meta["builds"])
     b = solve(_anymal_trot("implicit"), max_iterations=40, verbose=False)
     assert (b.status, b.iterations) == (a.status, a.iterations)
     assert b.meta["exact_derivatives_from"] == a.meta["exact_derivatives_from"]

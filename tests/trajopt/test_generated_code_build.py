@@ -1,0 +1,69 @@
+"""`trajopt.generated_code.build_library`: translation units compiled in parallel and linked
+into one library, found again by the hash of their code, every build recorded."""
+
+import ctypes
+
+import pytest
+
+from trajopt import generated_code
+
+pytestmark = pytest.mark.skipif(
+    not generated_code.compiler_available(),
+    reason=f"no C compiler ({generated_code.compiler()!r})",
+)
+
+
+def _units(folder, constant: int):
+    a = folder / "first.c"
+    b = folder / "second.c"
+    a.write_text("double twice(double x) { return 2.0 * x; }\n")
+    b.write_text(f"double plus_constant(double x) {{ return x + {constant}.0; }}\n")
+    return [a, b]
+
+
+def test_units_link_into_one_library_found_again_by_their_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIFFLOCO_CACHE_DIR", str(tmp_path / "cache"))
+    units = _units(tmp_path, 3)
+    before = len(generated_code.builds())
+    library = generated_code.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
+    lib = ctypes.CDLL(str(library))
+    for name in ("twice", "plus_constant"):  # both units' symbols, in one library
+        getattr(lib, name).restype = ctypes.c_double
+        getattr(lib, name).argtypes = [ctypes.c_double]
+    assert lib.twice(1.5) == 3.0 and lib.plus_constant(1.5) == 4.5
+    first = generated_code.builds()[before]
+    assert (first.library, first.cached, first.units) == (library, False, 2)
+    assert first.seconds > 0.0
+
+    again = generated_code.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
+    assert again == library and generated_code.builds()[-1].cached  # found, not rebuilt
+
+    changed = generated_code.build_library(_units(tmp_path, 4), "pair", ("-O1", "-shared", "-fPIC"))
+    assert changed != library and not generated_code.builds()[-1].cached
+    other_flags = generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    assert other_flags not in (library, changed)
+
+
+def test_a_unit_that_does_not_compile_leaves_no_library(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("DIFFLOCO_CACHE_DIR", str(tmp_path / "cache"))
+    good, bad = _units(tmp_path, 1)
+    bad.write_text("double broken(double x) { return x +; }\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        generated_code.build_library([good, bad], "broken", ("-O0", "-shared", "-fPIC"))
+    assert not list((tmp_path / "cache" / "casadi").glob("broken-*.so"))
+
+
+def test_a_solve_reports_the_builds_it_made(tmp_path, monkeypatch, capsys):
+    from trajopt import solver
+
+    monkeypatch.setenv("DIFFLOCO_CACHE_DIR", str(tmp_path / "cache"))
+    before = len(generated_code.builds())
+    units = _units(tmp_path, 5)
+    generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    rows = solver._builds_since(before, verbose=True)
+    assert [(r["cached"], r["units"]) for r in rows] == [(False, 2), (True, 2)]
+    printed = capsys.readouterr().out.splitlines()
+    assert "built from 2 units in parallel" in printed[0] and "found built" in printed[1]
