@@ -269,11 +269,27 @@ MAX_LOADED = 8
 _FUNCTIONS: collections.OrderedDict = collections.OrderedDict()
 
 
+def knot_functions(problem: P.Problem) -> list[ca.Function]:
+    """The CasADi functions of `SubstepFunctions` for `problem` at its data's step parameters,
+    terrain and gains, in its constructor's order (symbolic: nothing is compiled)."""
+    m = numpy_model(problem.model)
+    plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
+    return [
+        casadi_knots.forward_function(problem, m, plane, numbers),
+        casadi_knots.derivative_function(problem, m, plane, numbers),
+        casadi_knots.knot_forward_function(problem, m, plane, numbers),
+        casadi_knots.costs_function(problem, m, plane),
+        casadi_knots.terminal_function(problem, m, plane),
+        casadi_knots.cost_values_function(problem, m, plane),
+        casadi_knots.terminal_values_function(problem, m, plane),
+    ]
+
+
 def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     """The compiled substep functions of `problem` with `data`'s step parameters and PD gains
-    (default the problem's own), built on first use: about 25 s of the C compiler per robot,
-    contact model and parameter set, then loaded from the cache folder (about 1 s to rebuild
-    the symbolic graph and hash its code)."""
+    (default the problem's own), built on first use per robot, contact model and parameter
+    set (`compile_library`), then loaded from the cache folder (the symbolic graph rebuilt and
+    its code hashed to find it)."""
     if problem.derivatives != "compiled":
         # `Problem`'s validation of "compiled" is what says the generated code covers it
         raise ValueError(
@@ -285,18 +301,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     if key in _FUNCTIONS:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
-    m = numpy_model(problem.model)
     plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
-    built = [
-        casadi_knots.forward_function(problem, m, plane, numbers),
-        casadi_knots.derivative_function(problem, m, plane, numbers),
-        casadi_knots.knot_forward_function(problem, m, plane, numbers),
-        casadi_knots.costs_function(problem, m, plane),
-        casadi_knots.terminal_function(problem, m, plane),
-        casadi_knots.cost_values_function(problem, m, plane),
-        casadi_knots.terminal_values_function(problem, m, plane),
-    ]
-    compiled, library = compile_library(built)
+    compiled, library = compile_library(knot_functions(problem))
     _FUNCTIONS[key] = SubstepFunctions(*compiled, plane, numbers, library)
     while len(_FUNCTIONS) > MAX_LOADED:
         _FUNCTIONS.popitem(last=False)
