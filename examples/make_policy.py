@@ -32,11 +32,15 @@ def main(argv=None):
     p.add_argument("--restart", action="store_true", help="discard an earlier run in --out")
     defaults = PolicyRecipe()
     p.add_argument("--shac-iterations", type=int, default=defaults.shac_iterations)
+    p.add_argument("--select-checkpoints", type=int, default=defaults.select_checkpoints,
+                   help="compare the newest N SHAC checkpoints on held-out tour seeds and keep "
+                   "the one that walked most (0: the last)")
     p.add_argument("--check-seeds", type=int, default=defaults.check_seeds)
     p.add_argument("--seed", type=int, default=defaults.seed)
     a = p.parse_args(argv)
     recipe = PolicyRecipe.tiny() if a.tiny else PolicyRecipe(
-        shac_iterations=a.shac_iterations, check_seeds=a.check_seeds, seed=a.seed
+        shac_iterations=a.shac_iterations, select_checkpoints=a.select_checkpoints,
+        check_seeds=a.check_seeds, seed=a.seed,
     )  # fmt: skip
     argv = sys.argv[1:] if argv is None else argv
     command = " ".join(["python examples/make_policy.py", *map(shlex.quote, argv)])

@@ -13,7 +13,11 @@ The stages (`STAGES`), each in `<out>/<stage>/`:
 3. `shac`: SHAC through the smooth contact model from the warm start, on what the robot
    measures (no base linear velocity), with observation noise, pushes, the robot's rotor
    inertia and the default randomisation, commands changing within episodes
-   (`learning.shac.recipe.train_policy`, checkpointed: an interrupted stage resumes).
+   (`learning.shac.recipe.train_policy`, checkpointed: an interrupted stage resumes). With
+   `PolicyRecipe.select_checkpoints` = k, the newest k checkpoints are exported and run on the
+   tour's held-out seeds (`held_out_seeds`, never the check's), and the one that walked most
+   (ties: the newest) becomes the stage's policy: SHAC's policies need not improve
+   monotonically with its iterations.
 4. `export`: the policy's deployable folder (`<out>/policy`: weights, conventions with the
    command box, the NumPy runner, ONNX where available, and a README with the command that
    made it).
@@ -71,17 +75,36 @@ class PolicyRecipe:
     horizon: int = 32
     push: float = 1.0  # largest push [m/s]
     actor_lr: float = 3e-4
+    # the newest SHAC checkpoints compared on held-out seeds of the tour (0: the last one)
+    select_checkpoints: int = 0
     check_seeds: int = 8
     check_segment_seconds: float | None = None  # None: the tour's own
     eval_seconds: float = 4.0
     seed: int = 0
+
+    def __post_init__(self):
+        at_least = {"plan_iterations": 1, "plan_speeds": 0, "dart_runs": 0, "bc_epochs": 1,
+                    "shac_iterations": 1, "envs": 1, "horizon": 1, "select_checkpoints": 0,
+                    "check_seeds": 1}  # fmt: skip
+        for name, low in at_least.items():
+            value = getattr(self, name)
+            if not isinstance(value, int | np.integer) or value < low:
+                raise ValueError(f"PolicyRecipe.{name} must be an integer >= {low}, got {value!r}")
+        for name in ("plan_seconds", "dart_seconds", "actor_lr", "eval_seconds", "push",
+                     "check_segment_seconds"):  # fmt: skip
+            value = getattr(self, name)
+            if value is None and name == "check_segment_seconds":
+                continue
+            if not np.isfinite(value) or value < 0 or (value == 0 and name != "push"):
+                raise ValueError(f"PolicyRecipe.{name} must be positive, got {value!r}")
 
     @classmethod
     def tiny(cls) -> PolicyRecipe:
         """Every stage at the smallest settings that still run it (for tests)."""
         return cls(plan_iterations=2, plan_seconds=0.2, plan_speeds=1, dart_seconds=0.2,
                    dart_runs=1, bc_epochs=2, shac_iterations=2, envs=2, horizon=4,
-                   check_seeds=1, check_segment_seconds=0.5, eval_seconds=0.2)  # fmt: skip
+                   select_checkpoints=2, check_seeds=1, check_segment_seconds=0.5,
+                   eval_seconds=0.2)  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -113,7 +136,7 @@ class RecipeMismatch(ValueError):
 STAGE_FIELDS = {
     "plans": ("plan_iterations", "plan_seconds", "plan_speeds"),
     "warm_start": ("dart_seconds", "dart_runs", "bc_epochs", "eval_seconds", "seed"),
-    "shac": ("shac_iterations", "envs", "horizon", "push", "actor_lr"),
+    "shac": ("shac_iterations", "envs", "horizon", "push", "actor_lr", "select_checkpoints"),
     "export": (),
     "check": ("check_seeds", "check_segment_seconds"),
 }
@@ -178,35 +201,73 @@ def _warm_start(robot, recipe, out, context):
 
 
 def _shac(robot, recipe, out, context):
-    from learning.shac.recipe import train_policy
+    from learning.policy import save_policy
+    from learning.shac.recipe import checkpoint_policies, train_policy
 
-    _, evaluation = train_policy(
-        robot, recipe.shac_iterations, recipe.envs, recipe.horizon, out=os.path.join(out, "shac"),
+    folder = os.path.join(out, "shac")
+    result, evaluation = train_policy(
+        robot, recipe.shac_iterations, recipe.envs, recipe.horizon, out=folder,
         resume=True, init=os.path.join(out, "warm_start", "policy.eqx"),
         checkpoint_every=max(1, min(100, recipe.shac_iterations // 10)),
         actor_lr=recipe.actor_lr, seed=recipe.seed, eval_seconds=recipe.eval_seconds,
         export=False, quiet=False, gait_period=context["gait_period"], command_interval=2.0,
         command_extremes=0.3, base_velocity=False, observation_noise=True,
         task=dict(**_ranges(context["box"]), push=recipe.push),
-        command=context["command"],
+        command=context["command"], keep=max(3, recipe.select_checkpoints),
     )  # fmt: skip
-    return {"tracking_error": evaluation["mean_tracking_error"],
-            "yaw_rate_error": evaluation["mean_yaw_rate_error"],
-            "fell_fraction": evaluation["fell_fraction"]}  # fmt: skip
+    row = {"tracking_error": evaluation["mean_tracking_error"],
+           "yaw_rate_error": evaluation["mean_yaw_rate_error"],
+           "fell_fraction": evaluation["fell_fraction"]}  # fmt: skip
+    if recipe.select_checkpoints:
+        candidates = checkpoint_policies(result, folder)[: recipe.select_checkpoints]
+        walked = _held_out_walked(robot, recipe, folder, context, candidates)
+        chosen, policy = max(candidates, key=lambda c: (walked[c[0]], c[0]))  # ties: newest
+        save_policy(policy, os.path.join(folder, "policy.eqx"))
+        row.update(chosen_iteration=chosen, held_out_walked={str(k): v for k, v in walked.items()})
+    return row
+
+
+def held_out_seeds(recipe: PolicyRecipe) -> list:
+    """The tour seeds checkpoints are chosen on: the `check_seeds` after the check's own."""
+    return list(range(recipe.check_seeds, 2 * recipe.check_seeds))
+
+
+def _held_out_walked(robot, recipe, folder, context, candidates) -> dict:
+    """`{iteration: seeds walked}` of each candidate `(iteration, policy)` on the tour's
+    held-out seeds, each exported to `<folder>/select/<iteration>`."""
+    from learning.deployment import tour_check
+
+    walked = {}
+    for iteration, policy in candidates:
+        exported = os.path.join(folder, "select", str(iteration))
+        _export_folder(policy, exported, robot, context)
+        result = tour_check(exported, held_out_seeds(recipe), estimator=True,
+                            segment_seconds=recipe.check_segment_seconds,
+                            progress=context["progress"])  # fmt: skip
+        walked[iteration] = result["walked"]
+        context["progress"](f"  SHAC iteration {iteration}: {result['walked']} of "
+                            f"{result['of']} held-out seeds walked")  # fmt: skip
+    return walked
+
+
+def _export_folder(policy, folder, robot, context) -> dict:
+    """`policy` as a deployable folder (`learning.policy_export.export_policy`): the robot's
+    conventions, its gait clock and command box; `{kind: path}` of the files."""
+    import importlib.util
+
+    from learning.policy_export import export_policy
+
+    return export_policy(policy, folder, robot=robot, gait_period=context["gait_period"],
+                         onnx=importlib.util.find_spec("onnx") is not None,
+                         command_ranges=_ranges(context["box"]))  # fmt: skip
 
 
 def _export(robot, recipe, out, context):
-    import importlib.util
-
     from learning.policy import load_policy
-    from learning.policy_export import export_policy
 
     folder = os.path.join(out, "policy")
     policy = load_policy(os.path.join(out, "shac", "policy.eqx"))
-    paths = export_policy(policy, folder, robot=robot, gait_period=context["gait_period"],
-                          onnx=importlib.util.find_spec("onnx") is not None,
-                          command_ranges=_ranges(context["box"]))  # fmt: skip
-    vx, vy, yaw = context["box"]
+    paths = _export_folder(policy, folder, robot, context)
     with open(os.path.join(folder, "README.md"), "w") as f:
         f.write(policy_readme(robot, context["box"], context["gait_period"], context["command"],
                               recipe))  # fmt: skip

@@ -30,7 +30,7 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
         actor_lr=1e-3, seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
         critic_bootstrap=False, fast_compile=False, command=None, devices=None,
         dtype="float64", gait_period=None, command_interval=None,
-        command_extremes=0.0, base_velocity=True, observation_noise=False):  # fmt: skip
+        command_extremes=0.0, base_velocity=True, observation_noise=False, keep=3):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
     `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
     the environment's ("float32" on GPUs); `gait_period` [s]: the observation ends with a gait
@@ -41,7 +41,8 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
     `base_velocity` False: the policy does not observe the base linear velocity (a start
     policy that did has those inputs removed, `learning.policy.without_base_velocity`);
     `observation_noise`: legged_gym-like noise on every observation
-    (`learning.env.ObservationNoise`). Returns
+    (`learning.env.ObservationNoise`); `keep`: the newest checkpoints kept
+    (`checkpoint_policies` reads them). Returns
     `(TrainResult, evaluation dict)` (the evaluation is None in processes other than 0 of a
     multi-process run)."""
     interval = None if command_interval is None else max(1, round(command_interval / CONTROL_DT))
@@ -59,7 +60,7 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
     start = time.perf_counter()
     result = train(config, policy, iterations=iterations, checkpoint_dir=folder,
                    checkpoint_every=checkpoint_every, resume=resume, quiet=quiet,
-                   devices=devices, progress_fn=MetricsLog(folder))  # fmt: skip
+                   devices=devices, progress_fn=MetricsLog(folder), keep=keep)  # fmt: skip
     seconds = time.perf_counter() - start
     if not sharding.is_main_process():  # process 0 reports and writes the files
         return result, None
@@ -106,6 +107,16 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
         print(f"export: {os.path.join(out, 'export')}")
     print(f"report: {os.path.join(out, 'report.json')}")
     return result, ev
+
+
+def checkpoint_policies(result, out: str) -> list:
+    """`[(iteration, policy), ...]` of the checkpoints `train_policy(out=out)` kept, newest
+    first; `result` is its `TrainResult` (its state is the checkpoints' template)."""
+    from learning import checkpoint
+
+    folder = os.path.join(out, "checkpoints")
+    return [(iteration, checkpoint.load(path, result.state)[0].policy)
+            for iteration, path in checkpoint.list_checkpoints(folder)]  # fmt: skip
 
 
 def _load_start(init: str):

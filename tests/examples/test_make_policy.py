@@ -71,6 +71,12 @@ def test_every_stage_runs_writes_its_artefact_and_resumes(tmp_path, monkeypatch)
     assert "python examples/make_policy.py --robot go1 --tiny" in readme
     check = state["stages"]["check"]["result"]
     assert check["of"] == 1 and 0 <= check["walked"] <= 1
+    shac = state["stages"]["shac"]["result"]  # the tiny recipe compares its 2 checkpoints
+    assert set(shac["held_out_walked"]) == {"1", "2"} and shac["chosen_iteration"] in (1, 2)
+    assert max(shac["held_out_walked"].values()) == shac["held_out_walked"][
+        str(shac["chosen_iteration"])]  # fmt: skip
+    for iteration in (1, 2):
+        assert os.path.isfile(os.path.join(out, "shac", "select", str(iteration), "policy.json"))
     table = pipeline.closing_table(state)
     assert all(f"| {stage} |" in table for stage in pipeline.STAGES)
 
@@ -90,6 +96,14 @@ def test_every_stage_runs_writes_its_artefact_and_resumes(tmp_path, monkeypatch)
 def test_every_recipe_field_belongs_to_a_stage():
     fields = {f.name for f in dataclasses.fields(pipeline.PolicyRecipe)}
     assert fields == {f for names in pipeline.STAGE_FIELDS.values() for f in names}
+
+
+@pytest.mark.parametrize("field, value", [("shac_iterations", 0), ("select_checkpoints", -1),
+                                          ("envs", 2.5), ("actor_lr", 0.0),
+                                          ("check_segment_seconds", float("nan"))])  # fmt: skip
+def test_a_bad_recipe_field_is_named(field, value):
+    with pytest.raises(ValueError, match=f"PolicyRecipe.{field} must be"):
+        pipeline.PolicyRecipe(**{field: value})
 
 
 def test_an_unknown_robot_fails_before_any_work(tmp_path):
