@@ -68,8 +68,8 @@ def render(runs, command: str) -> str:
         "alone.",
         "",
         "| robot | " + " | ".join(f"{s} s" for s in STAGES) + " | total min | warm start "
-        "tracking | SHAC tracking, fell | SHAC iterations | check walked | why not |",
-        "|---|" + "---:|" * len(STAGES) + "---:|---:|---|---:|---|---|",
+        "tracking | SHAC tracking, fell | SHAC iterations | command box | check walked | why not |",
+        "|---|" + "---:|" * len(STAGES) + "---:|---:|---|---:|---|---|---|",
     ]  # fmt: skip
     for run in runs:
         state, stages = run["state"], run["state"]["stages"]
@@ -86,10 +86,23 @@ def render(runs, command: str) -> str:
             f"| {shac.get('tracking_error', float('nan')):.3f}, "
             f"{shac.get('fell_fraction', float('nan')):.0%} "
             f"| {state['recipe']['shac_iterations']} "
+            f"| {_box(run)} "
             f"| {walked} "
             f"| {why_not(run['check'])} |"
         )
     return "\n".join(lines)
+
+
+def _box(run: dict) -> str:
+    """The run's command box `(vx, vy, yaw rate)`: as `pipeline.json` records it, else as its
+    exported policy declares it (`policy/policy.json`), else '-'."""
+    box = run["state"].get("box")
+    exported = os.path.join(run["folder"], "policy", "policy.json")
+    if box is None and os.path.isfile(exported):
+        with open(exported) as f:
+            ranges = json.load(f).get("command_ranges") or {}
+        box = [ranges[k][1] for k in ("vx", "vy", "yaw_rate")] if ranges else None
+    return "-" if box is None else "(" + ", ".join(f"{c:g}" for c in box) + ")"
 
 
 def main(argv=None):

@@ -37,7 +37,10 @@ from .casadi_model import plane_of, step_parameters
 from .fingerprint import model_fingerprint
 
 # -march=native: the derivative code runs much faster with it (`benchmarks/bench_derivatives.py`);
-# the library's key includes the CPU, so a shared cache folder never hands it to another processor
+# the library's key includes the CPU, so a shared cache folder never hands it to another processor.
+# -O2, not -O1: -O1 built Go2's library in 13 s against 19 s, and its FDDP iteration ran 9 %
+# slower; a build is paid once per robot and cached, an MPC cycle every 20 ms
+# (`benchmarks/bench_build.py`, BENCHMARKS.md "Generated C build")
 COMPILER_FLAGS = ("-O2", "-march=native", "-shared", "-fPIC")
 _LOCK = threading.Lock()
 

@@ -8,7 +8,12 @@ from bench_helpers import load_benchmark
 
 def write_run(folder, stages, check=None):
     folder.mkdir()
-    state = {"robot": "go1", "recipe": {"shac_iterations": 10}, "stages": stages}
+    state = {
+        "robot": "go1",
+        "recipe": {"shac_iterations": 10},
+        "stages": stages,
+        "box": [0.5, 0.25, 0.6],
+    }
     (folder / "pipeline.json").write_text(json.dumps(state))
     if check is not None:
         (folder / "check.json").write_text(json.dumps(check))
@@ -28,6 +33,9 @@ def test_bench_make_policy_renders_finished_and_unfinished_runs(tmp_path):
     runs = bench.main([finished, unfinished, "--no-write"])
     table = bench.render(runs, "test")
     rows = [line for line in table.splitlines() if line.startswith("| go1 |")]
-    assert "| 60 | 120 | 600 | 60 | 60 | 15 | 0.200 | 0.100, 25% | 10 | 1 of 2 |" in rows[0]
+    assert (
+        "| 60 | 120 | 600 | 60 | 60 | 15 | 0.200 | 0.100, 25% | 10 | (0.5, 0.25, 0.6) | 1 of 2 |"
+        in rows[0]
+    )
     assert "fell (1), damped at (1)" in rows[0]
     assert rows[1].startswith("| go1 | 30 | - | - | - | - | 0 |")
