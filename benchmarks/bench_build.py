@@ -47,7 +47,7 @@ def measure(robot: str, setting, iterations: int) -> dict:
     flags = (level, *MACHINE_FLAGS)
     with tempfile.TemporaryDirectory(prefix="diffloco-bench-build-") as cache:
         os.environ["DIFFLOCO_CACHE_DIR"] = cache
-        generated_code._FUNCTIONS.clear()
+        generated_code.unload_all()
         problem = make_problem(robot, "trot", 0.5, duration=0.5, derivatives="compiled")
         functions = generated_code.knot_functions(problem)
         before = len(generated_code.builds())

@@ -102,6 +102,18 @@ def builds() -> tuple[Build, ...]:
     return tuple(_BUILDS)
 
 
+def build_rows(since: int) -> list[dict]:
+    """The builds after the first `since` of `builds()`, as `{"library": file name, "seconds",
+    "cached", "units"}` rows (a report's form)."""
+    return [{"library": b.library.name, "seconds": b.seconds, "cached": b.cached,
+             "units": b.units} for b in _BUILDS[since:]]  # fmt: skip
+
+
+def unload_all() -> None:
+    """Forget the loaded libraries (`substep_functions` builds or finds them again)."""
+    _FUNCTIONS.clear()
+
+
 def build_library(sources, stem: str, flags: tuple[str, ...] = COMPILER_FLAGS) -> Path:
     """The C file(s) `sources` (a path or a list of paths, each a translation unit) compiled
     with `flags` into one shared library `<stem>-<hash>.so` in `library_dir()`, where the hash

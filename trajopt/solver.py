@@ -160,13 +160,8 @@ def solve(
 
 
 def _builds_since(count: int, verbose: bool) -> list[dict]:
-    """The generated C libraries built or found since `count` builds of this process
-    (`generated_code.builds()`): library name, seconds, cached, translation units; printed when
-    `verbose`."""
-    rows = [
-        {"library": b.library.name, "seconds": b.seconds, "cached": b.cached, "units": b.units}
-        for b in generated_code.builds()[count:]
-    ]
+    """`generated_code.build_rows(count)`, printed when `verbose`."""
+    rows = generated_code.build_rows(count)
     for row in rows if verbose else ():
         how = "found built" if row["cached"] else f"built from {row['units']} units in parallel"
         print(f"C library {row['library']}: {how}, {row['seconds']:.1f} s")
