@@ -163,7 +163,9 @@ def _builds_since(count: int, verbose: bool) -> list[dict]:
     """`generated_code.build_rows(count)`, printed when `verbose`."""
     rows = generated_code.build_rows(count)
     for row in rows if verbose else ():
-        how = "found built" if row["cached"] else f"built from {row['units']} units in parallel"
+        units = row["units"]
+        how = "found built" if row["cached"] else (
+            f"built from {units} units in parallel" if units > 1 else "built")  # fmt: skip
         print(f"C library {row['library']}: {how}, {row['seconds']:.1f} s")
     return rows
 
