@@ -3,6 +3,8 @@
     python examples/make_policy.py --robot go1 --out results/policy_go1
     python examples/make_policy.py --robot path/to/my_dog.urdf --out results/policy_my_dog
     python examples/make_policy.py --robot go1 --out results/policy_go1 --tiny   # a smoke run
+    python examples/make_policy.py --robot anymal_c --out results/policy_anymal_c \
+        --select-checkpoints 3          # keep the best of SHAC's last 3 on held-out seeds
 
 Stages (`learning.pipeline`): the gait library's plans, a warm start distilled from the MPC,
 SHAC on what the robot measures (noise, pushes, rotor inertia, randomisation), the export
