@@ -90,13 +90,14 @@ class PolicyRecipe:
             value = getattr(self, name)
             if not isinstance(value, int | np.integer) or value < low:
                 raise ValueError(f"PolicyRecipe.{name} must be an integer >= {low}, got {value!r}")
-        for name in ("plan_seconds", "dart_seconds", "actor_lr", "eval_seconds", "push",
-                     "check_segment_seconds"):  # fmt: skip
-            value = getattr(self, name)
-            if value is None and name == "check_segment_seconds":
-                continue
-            if not np.isfinite(value) or value < 0 or (value == 0 and name != "push"):
+        positive = ["plan_seconds", "dart_seconds", "actor_lr", "eval_seconds"]
+        if self.check_segment_seconds is not None:  # None: the tour's own
+            positive.append("check_segment_seconds")
+        for name, value in ((name, getattr(self, name)) for name in positive):
+            if not np.isfinite(value) or value <= 0:
                 raise ValueError(f"PolicyRecipe.{name} must be positive, got {value!r}")
+        if not np.isfinite(self.push) or self.push < 0:  # no pushes: 0
+            raise ValueError(f"PolicyRecipe.push must be >= 0, got {self.push!r}")
 
     @classmethod
     def tiny(cls) -> PolicyRecipe:
@@ -215,11 +216,12 @@ def _shac(robot, recipe, out, context):
         task=dict(**_ranges(context["box"]), push=recipe.push),
         command=context["command"], keep=max(3, recipe.select_checkpoints),
     )  # fmt: skip
+    # the evaluation is of the last iteration's policy, whichever checkpoint is chosen below
     row = {"tracking_error": evaluation["mean_tracking_error"],
            "yaw_rate_error": evaluation["mean_yaw_rate_error"],
            "fell_fraction": evaluation["fell_fraction"]}  # fmt: skip
     if recipe.select_checkpoints:
-        candidates = checkpoint_policies(result, folder)[: recipe.select_checkpoints]
+        candidates = checkpoint_policies(result, folder, recipe.select_checkpoints)
         walked = _held_out_walked(robot, recipe, folder, context, candidates)
         chosen, policy = max(candidates, key=lambda c: (walked[c[0]], c[0]))  # ties: newest
         save_policy(policy, os.path.join(folder, "policy.eqx"))

@@ -109,14 +109,15 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
     return result, ev
 
 
-def checkpoint_policies(result, out: str) -> list:
-    """`[(iteration, policy), ...]` of the checkpoints `train_policy(out=out)` kept, newest
-    first; `result` is its `TrainResult` (its state is the checkpoints' template)."""
+def checkpoint_policies(result, out: str, newest: int | None = None) -> list:
+    """`[(iteration, policy), ...]` of the `newest` (None: all) checkpoints `train_policy(
+    out=out)` kept, newest first; `result` is its `TrainResult` (its state is the
+    checkpoints' template). Only those are read."""
     from learning import checkpoint
 
-    folder = os.path.join(out, "checkpoints")
+    listed = checkpoint.list_checkpoints(os.path.join(out, "checkpoints"))[:newest]
     return [(iteration, checkpoint.load(path, result.state)[0].policy)
-            for iteration, path in checkpoint.list_checkpoints(folder)]  # fmt: skip
+            for iteration, path in listed]  # fmt: skip
 
 
 def _load_start(init: str):
