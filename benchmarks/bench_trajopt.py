@@ -269,6 +269,17 @@ def pd_stability(problem, seconds=3.0):
     }
 
 
+def contact_solve(s) -> dict:
+    """`make_problem`'s contact-solve options of the settings: the problem's converged solve
+    by default, or the paper's fixed sweeps (`--fixed-sweeps`)."""
+    from trajopt import problem as P
+
+    if s.fixed_sweeps:
+        return {"contact_tolerance": None, "num_sweeps": s.num_sweeps or 10}
+    return {"contact_tolerance": s.contact_tolerance or P.CONTACT_TOLERANCE,
+            "num_sweeps": s.num_sweeps or P.MAX_SWEEPS}  # fmt: skip
+
+
 def run_ours(horizon: int, s) -> dict:
     from trajopt.gaits import make_problem
 
@@ -279,9 +290,9 @@ def run_ours(horizon: int, s) -> dict:
         duration=horizon * s.dt,
         dt=s.dt,
         substeps=s.substeps,
-        num_sweeps=s.num_sweeps,
         period=CROC_PERIOD,
         derivatives=s.derivatives,
+        **contact_solve(s),
     )
     assert problem.horizon == horizon, (problem.horizon, horizon)
     print(f"[ours H={horizon}] first solve (compiles) ...", flush=True)
@@ -377,7 +388,8 @@ def render(results: dict, s) -> str:
         "and for `anymal_c` (our robot); both come from example-robot-data 5.0.0.",
         f'- **Ours**: `make_problem("{s.robot}", "trot", velocity={CROC_SPEED:.4f}, '
         f"duration=H*{s.dt}, dt={s.dt}, substeps={s.substeps}, period={CROC_PERIOD:.2f}, "
-        f"num_sweeps={s.num_sweeps}, derivatives={s.derivatives!r})`: same robot, knot length, "
+        + ", ".join(f"{k}={v!r}" for k, v in contact_solve(s).items())
+        + f", derivatives={s.derivatives!r})`: same robot, knot length, "
         "trot cycle and average speed "
         "(Crocoddyl's CoM reference moves 0.1125 m in 0.56 s). FDDP single shooting from the "
         f"standing PD targets, fixed budget of {s.iterations} iterations (stops earlier only on "
@@ -614,7 +626,12 @@ def parse_args(argv=None):
     p.add_argument("--horizons", default="56,100", help="knot counts, comma separated")
     p.add_argument("--dt", type=float, default=CROC_DT)
     p.add_argument("--substeps", type=int, default=1)
-    p.add_argument("--num-sweeps", type=int, default=10)
+    p.add_argument("--num-sweeps", type=int, default=None,
+                   help="the most prox sweeps (default the problem's)")
+    p.add_argument("--contact-tolerance", type=float, default=None,
+                   help="the impulse solve's tolerance [m/s] (default the problem's)")
+    p.add_argument("--fixed-sweeps", action="store_true",
+                   help="the paper's fixed sweeps (--num-sweeps of them), no tolerance")
     p.add_argument("--derivatives", choices=("unrolled", "implicit", "compiled"),
                    default="unrolled",
                    help="the impulse solve's derivatives in our knot Jacobians")  # fmt: skip

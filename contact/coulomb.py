@@ -179,18 +179,31 @@ def _tangent_solve(linear_map, rhs):
     return jnp.reshape(jnp.linalg.pinv(a, rtol=rcond) @ jnp.reshape(rhs, (n,)), shape)
 
 
-def _sweeps(method, num_sweeps, coupled, c, mu, steps, p0):
-    """`num_sweeps` projected sweeps from `p0 (k, 3)` (see `solve_impulses`)."""
+# Relaxation `theta` of the converged solve's updates, `p_i <- (1 - theta) p_i + theta
+# proj_K(p_i - R_i u_i)` (same fixed point). The steps `R_i` sit at the limit of the descent
+# guarantee (`R_i^-1 >= G_ii / 2`); `theta < 1` moves each update strictly inside it. With the
+# full update (theta = 1) the sweeps can cycle between two iterates where a contact's normal and
+# tangential rows are strongly coupled (ANYmal C's trot, with a foot near touchdown).
+RELAXATION = 0.8
+
+
+def _sweeps(method, num_sweeps, coupled, c, mu, steps, p0, relaxation=1.0):
+    """`num_sweeps` projected sweeps from `p0 (k, 3)` (see `solve_impulses`), each update
+    relaxed by `relaxation` (1: the paper's full update)."""
     k = c.shape[0]
+
+    def relaxed(p, target):
+        return target if relaxation == 1.0 else p + relaxation * (target - p)
 
     def gauss_seidel_update(p, i):
         """Update contact `i` with the latest impulses of the others."""
         u_i = jnp.einsum("ajb,jb->a", coupled[i], p) + c[i]
-        return p.at[i].set(project_disk_cone(p[i] - steps[i] * u_i, mu[i])), None
+        target = project_disk_cone(p[i] - steps[i] * u_i, mu[i])
+        return p.at[i].set(relaxed(p[i], target)), None
 
     def jacobi_sweep(p, _):
         u = jnp.einsum("iajb,jb->ia", coupled, p) + c
-        return project_disk_cone(p - steps * u, mu), None
+        return relaxed(p, project_disk_cone(p - steps * u, mu)), None
 
     if method == "gauss_seidel":  # one flat scan over (sweep, contact): quicker to compile
         order = jnp.tile(jnp.arange(k), num_sweeps)
@@ -198,6 +211,31 @@ def _sweeps(method, num_sweeps, coupled, c, mu, steps, p0):
     else:
         p, _ = jax.lax.scan(jacobi_sweep, p0, None, length=num_sweeps)
     return p
+
+
+def _sweeps_to_tolerance(method, max_sweeps, tolerance, coupled, c, mu, steps, p0):
+    """Sweeps from `p0 (k, 3)`, relaxed by `RELAXATION`, until the largest `natural_residual`
+    is at most `tolerance` [m/s], at most `max_sweeps` of them: `(p (k, 3), sweeps ())`. The
+    residual is checked before the first sweep and after each (`lax.while_loop`: forward-mode
+    differentiable, not reverse-mode; under `vmap` every member sweeps until all have stopped,
+    each member's own iterate frozen once it has)."""
+
+    def largest_residual(p):
+        velocity = jnp.einsum("iajb,jb->ia", coupled, p) + c
+        return jnp.max(natural_residual(p, velocity, mu, steps))
+
+    def unfinished(carry):
+        _, sweeps, residual = carry
+        return (sweeps < max_sweeps) & (residual > tolerance)
+
+    def sweep(carry):
+        p, sweeps, _ = carry
+        p = _sweeps(method, 1, coupled, c, mu, steps, p, RELAXATION)
+        return p, sweeps + 1, largest_residual(p)
+
+    start = (p0, jnp.zeros((), jnp.int32), largest_residual(p0))
+    p, sweeps, _ = jax.lax.while_loop(unfinished, sweep, start)
+    return p, sweeps
 
 
 def solve_impulses(
@@ -209,8 +247,10 @@ def solve_impulses(
     method: Method = "gauss_seidel",
     derivatives: Derivatives = "unrolled",
     velocity_fn=None,
+    tolerance: float | None = None,
 ):
-    """Contact impulses by the paper's fixed number of projected (prox) sweeps.
+    """Contact impulses by projected (prox) sweeps: the paper's fixed number, or until the
+    fixed point's residual is below a tolerance.
 
     Args:
         delassus: `G (k, 3, k, 3)` or `(3k, 3k)`, SPD diagonal blocks; contact frames `[t1, t2, n]`.
@@ -218,7 +258,8 @@ def solve_impulses(
         mu: `(k,)` (or scalar) friction coefficients.
         active_weight: `w (k,)` in [0, 1]; 1 (default) for the hard model, the sigmoid weights
             `s_j = sigmoid(-kappa g_j)` for the smooth one.
-        num_sweeps: static number of sweeps (each visits every contact once).
+        num_sweeps: static number of sweeps (each visits every contact once); with a
+            `tolerance`, the most sweeps.
         method: "gauss_seidel" (contacts updated in turn, latest values) or "jacobi" (all at once).
         derivatives: "unrolled" (default): automatic differentiation through every sweep, the
             derivative of the computed iterate; "implicit": the derivative of the exact solution
@@ -231,6 +272,13 @@ def solve_impulses(
             the right-hand side `dG~ p + dc` costs a few mass-matrix solves with one column
             each instead of the tangents of `M^-1 J^T` and `J M^-1 J^T` (the rule of Le Lidec
             et al.: `dG` is never formed).
+        tolerance: None (default): exactly `num_sweeps` sweeps, the paper's unrolled model
+            (`lax.scan`: every derivative mode). A positive number [m/s] (static): sweep until
+            the residual below (`info["residual"]`) is at most `tolerance`, or `num_sweeps`
+            sweeps have run (`lax.while_loop`), each update relaxed by `RELAXATION` (the
+            same fixed point; the full update can cycle). With implicit derivatives that is
+            the converged solve whose derivative is the computed step's; with unrolled ones it
+            differentiates in forward mode only (`jvp`, `jacfwd`).
 
     Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
     `jacobi_steps`:
@@ -257,9 +305,13 @@ def solve_impulses(
         "residual" `()`: max over contacts of `natural_residual` [m/s] at the returned `p`
             (with the method's steps `R_i` and the solver's velocity `G~ p + c`),
         "residual_per_contact" `(k,)`,
-        "velocity" `(k, 3)`: post-impulse contact velocity `G impulses + c`.
-    Everything is a fixed-length `lax.scan`: jit, vmap, forward- and reverse-mode AD work.
+        "velocity" `(k, 3)`: post-impulse contact velocity `G impulses + c`,
+        "sweeps" `()`: the sweeps run (`num_sweeps` without a tolerance).
+    Without a tolerance everything is a fixed-length `lax.scan`: jit, vmap, forward- and
+    reverse-mode AD work.
     """
+    if tolerance is not None and not (tolerance > 0):
+        raise ValueError(f"tolerance must be a positive number of m/s or None, got {tolerance!r}")
     if method not in METHODS:
         raise ValueError(f"method must be 'gauss_seidel' or 'jacobi', got {method!r}")
     if derivatives not in DERIVATIVES:
@@ -283,8 +335,17 @@ def solve_impulses(
 
     if velocity_fn is not None and derivatives != "implicit":
         raise ValueError("velocity_fn is for derivatives='implicit' only")
+    def iterate(coupled, free, held_steps, p0):
+        """The sweeps from `p0`: `(p, sweeps run)`."""
+        if tolerance is None:
+            p = _sweeps(method, num_sweeps, coupled, free, mu, held_steps, p0)
+            return p, jnp.asarray(num_sweeps, jnp.int32)
+        return _sweeps_to_tolerance(
+            method, num_sweeps, tolerance, coupled, free, mu, held_steps, p0
+        )
+
     if derivatives == "unrolled":
-        p = _sweeps(method, num_sweeps, gw, c, mu, steps, initial(diagonal, c))
+        p, sweeps = iterate(gw, c, steps, initial(diagonal, c))
     else:
         held_steps = jax.lax.stop_gradient(steps)
         differentiated_velocity = velocity if velocity_fn is None else velocity_fn
@@ -294,11 +355,16 @@ def solve_impulses(
         def fixed_point_residual(p):
             return p - project_disk_cone(p - held_steps * differentiated_velocity(p), mu)
 
-        def sweeps(_, p0):
-            return _sweeps(method, num_sweeps, gw, c, mu, held_steps, p0)
+        def sweeps_counted(_, p0):  # a float count: custom_root's aux takes a float tangent
+            p, count = iterate(gw, c, held_steps, p0)
+            return p, count.astype(p.dtype)
 
         p0 = jax.lax.stop_gradient(initial(diagonal, c))
-        p = jax.lax.custom_root(fixed_point_residual, p0, sweeps, _tangent_solve)
+
+        p, count = jax.lax.custom_root(
+            fixed_point_residual, p0, sweeps_counted, _tangent_solve, has_aux=True
+        )
+        sweeps = jax.lax.stop_gradient(count).astype(jnp.int32)
 
     per_contact = natural_residual(p, velocity(p), mu, steps)
     impulses = w[:, None] * p
@@ -306,5 +372,6 @@ def solve_impulses(
         "residual": jnp.max(per_contact),
         "residual_per_contact": per_contact,
         "velocity": jnp.einsum("iajb,jb->ia", g, impulses) + c,
+        "sweeps": sweeps,
     }
     return impulses, info

@@ -145,6 +145,7 @@ class StepInfo:
     active (k,): activation weight in [0, 1] (hard and penalty: 0 or 1).
     point (k, 3), normal (k, 3): contact points and terrain normals (world).
     residual (): Coulomb fixed-point residual of the impulse solve [m/s] (0 for penalty).
+    sweeps () int32: the prox sweeps the impulse solve ran (0 for penalty).
     bad_state () bool: the incoming state was invalid: NaN or infinity in `q` or `v`, or a base
         quaternion off the unit sphere (zero included; `contact.checks.bad_state`).
     bad_result () bool: the returned state is invalid in the same sense (the step blew up, e.g.
@@ -158,6 +159,7 @@ class StepInfo:
     point: jax.Array
     normal: jax.Array
     residual: jax.Array
+    sweeps: jax.Array
     bad_state: jax.Array
     bad_result: jax.Array
 
@@ -227,7 +229,7 @@ def _free_velocity_and_response(model, mass, bias, tau, jac, v, dt):
 
 
 def _impulses_differentiated_at_the_solution(
-    model, mass, bias, tau, jac, v, dt, active, opening, friction, num_sweeps, method
+    model, mass, bias, tau, jac, v, dt, active, opening, friction, num_sweeps, method, tolerance
 ):
     """`(impulse (k, 3), v+ (nv,), solve info)` with the implicit derivative of the impulse
     solve written through `M`, `h`, `J` themselves (Le Lidec et al. 2024: `dG` is never formed).
@@ -267,18 +269,18 @@ def _impulses_differentiated_at_the_solution(
     free_contact_velocity = (jac_h @ v_free).reshape(k, 3).at[:, 2].add(opening_h)
     impulse, info = solve_impulses(
         jac_h @ minv_jt, free_contact_velocity, friction, active, num_sweeps, method,
-        "implicit", velocity_fn=contact_velocity,
+        "implicit", velocity_fn=contact_velocity, tolerance=tolerance,
     )  # fmt: skip
     return impulse, post_velocity(impulse), info
 
 
-def _info(contacts: FootContacts, impulse, active, residual, dt) -> StepInfo:
+def _info(contacts: FootContacts, impulse, active, residual, sweeps, dt) -> StepInfo:
     """The contact part of `StepInfo`; `step` fills the state flags (false here)."""
     force = jnp.einsum("kab,kb->ka", contacts.frame, impulse) / dt
     unchecked = jnp.zeros((), bool)
     return StepInfo(
         impulse, force, contacts.gap, active, contacts.point, contacts.normal, residual,
-        bad_state=unchecked, bad_result=unchecked,
+        jnp.asarray(sweeps, jnp.int32), bad_state=unchecked, bad_result=unchecked,
     )  # fmt: skip
 
 
@@ -297,8 +299,9 @@ def activation(contact: ContactModel, params: StepParams, gap):
 
 
 def _moreau_step(
-    model, params, state, tau, contact, num_sweeps, method, derivatives, rigid_body_derivatives
-):
+    model, params, state, tau, contact, num_sweeps, method, derivatives, rigid_body_derivatives,
+    tolerance,
+):  # fmt: skip
     q, v = state.q, state.v
     dt = params.dt
     q_mid = integrate(model, q, v * (0.5 * dt))
@@ -313,18 +316,18 @@ def _moreau_step(
     if derivatives == "implicit":
         impulse, v_next, solve_info = _impulses_differentiated_at_the_solution(
             model, mass, bias, tau, jac, v, dt, active, opening, contacts.friction, num_sweeps,
-            method,
+            method, tolerance,
         )  # fmt: skip
     else:
         v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
         free_contact_velocity = (jac @ v_free).reshape(k, 3).at[:, 2].add(opening)
         impulse, solve_info = solve_impulses(
             jac @ minv_jt, free_contact_velocity, contacts.friction, active, num_sweeps, method,
-            derivatives,
+            derivatives, tolerance=tolerance,
         )  # fmt: skip
         v_next = v_free + minv_jt @ impulse.reshape(3 * k)
     q_next = integrate(model, q, (0.5 * dt) * (v + v_next))
-    info = _info(contacts, impulse, active, solve_info["residual"], dt)
+    info = _info(contacts, impulse, active, solve_info["residual"], solve_info["sweeps"], dt)
     return State(q_next, v_next), info
 
 
@@ -379,7 +382,7 @@ def _penalty_step(model, params, state, tau, rigid_body_derivatives):
     impulse = jnp.concatenate([p_t, p_n[:, None]], axis=1)
     v_next = v_free + minv_jt @ impulse.reshape(3 * k)
     q_next = integrate(model, q, dt * v_next)
-    info = _info(contacts, impulse, penetrating.astype(q.dtype), jnp.zeros((), q.dtype), dt)
+    info = _info(contacts, impulse, penetrating.astype(q.dtype), jnp.zeros((), q.dtype), 0, dt)
     return State(q_next, v_next), info
 
 
@@ -394,6 +397,7 @@ def step(
     method: Method = "gauss_seidel",
     derivatives: Derivatives = "unrolled",
     rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
+    tolerance: float | None = None,
 ):
     """Advance `state` by `params.dt` under joint torques `tau (nu,)`.
 
@@ -428,6 +432,12 @@ def step(
             (`dynamics.floating_base_terms`), cheapest for whole Jacobians (`jacfwd` over a
             knot's state and control, as the trajectory solvers do). Same values and derivatives
             either way (to rounding); other trees always use "autodiff".
+        tolerance: None (default): `num_sweeps` sweeps exactly, the paper's model (every
+            derivative mode). A positive number [m/s] (static): sweep until the impulse solve's
+            residual (`info.residual`) is at most `tolerance`, or `num_sweeps` sweeps have run
+            (`info.sweeps`; `contact.coulomb.solve_impulses`), the converged solve the planners
+            use. With it, "unrolled" derivatives are forward-mode only; "implicit" ones are then
+            the derivative of the computed step.
     Returns:
         `(State, StepInfo)`.
 
@@ -445,7 +455,7 @@ def step(
     else:
         next_state, info = _moreau_step(
             model, params, state, tau, contact, num_sweeps, method, derivatives,
-            rigid_body_derivatives,
+            rigid_body_derivatives, tolerance,
         )  # fmt: skip
     flags = {"bad_state": bad_state(model, state), "bad_result": bad_state(model, next_state)}
     return next_state, dataclasses.replace(info, **flags)
@@ -473,10 +483,11 @@ def make_step(
     method: Method = "gauss_seidel",
     derivatives: Derivatives = "unrolled",
     rigid_body_derivatives: RigidBodyDerivatives = "autodiff",
+    tolerance: float | None = None,
 ):
     """`step` with its static choices bound: `f(model, params, state, tau) -> (state, info)`."""
     _check_static(contact, derivatives, rigid_body_derivatives)
     return functools.partial(
         step, contact=contact, num_sweeps=num_sweeps, method=method, derivatives=derivatives,
-        rigid_body_derivatives=rigid_body_derivatives,
+        rigid_body_derivatives=rigid_body_derivatives, tolerance=tolerance,
     )  # fmt: skip

@@ -331,7 +331,7 @@ def solve_batched(
             "defects": gaps_i,
             "wall_time": wall,
             "devices": 1 if mesh is None else int(mesh.devices.size),
-            **fddp.contact_report(contact_residuals[i], p.num_sweeps, verbose=False),
+            **fddp.contact_report(contact_residuals[i], None, p, verbose=False),
         }
         results.append((jax.tree_util.tree_map(jnp.asarray, xs_i), jnp.asarray(us_i), info))
     return results

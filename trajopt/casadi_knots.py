@@ -3,7 +3,10 @@
 Built from the CasADi model (`trajopt.casadi_model`) at fixed step parameters and terrain:
 
 - `forward_function`: one contact substep (Moreau midpoint, `contact/step.py`) and the unknowns
-  at its solution;
+  at its solution: with the problem's `contact_tolerance`, the contact problem (SX), the
+  converged impulse solve (`impulse_solve`, the C of `trajopt/impulse_solve.c`, a CasADi
+  external) and the step's completion (SX), composed in an MX function; without it, the
+  paper's fixed sweeps, all SX;
 - `derivative_function`: that substep's partial Jacobians at its solution, over the tangent
   `e = (dq, dv, du)` (the equations are in `trajopt.compiled_knots`' docstring);
 - `knot_forward_function`: one knot of FDDP's forward pass, for a fold over the horizon;
@@ -25,6 +28,7 @@ from . import problem as P
 from .casadi_model import (
     OPS,
     activation,
+    contact_problem_parts,
     difference,
     foot_contacts,
     integrate,
@@ -34,6 +38,7 @@ from .casadi_model import (
     row_size,
     running_residuals,
     safe_norm,
+    step_after_impulses,
     term_split,
     terminal_residuals,
     unpack_reference,
@@ -50,12 +55,21 @@ def symbols(m, k):
     }  # fmt: skip
 
 
-def forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+def forward_function(problem: P.Problem, m, plane, params: dict,
+                     impulse_solve: ca.Function | None = None) -> ca.Function:  # fmt: skip
     """`(q_next, v_next, p (3k), steps (3k), s (k nv), forces (3k) world, total (nu),
     residual) = f(q, v, u)`: one substep as `contact.step` (`trajopt.moreau_step_parts`),
     with the unit impulses, the steps, `s_i = M'^-1 J_i^T p_i`, the motor torque (actuator plus
     implicit damping) and the impulse solve's residual `max_i |R_i^-1 (p_i - proj_K(p_i - R_i
-    u_i))|` (`contact.coulomb.natural_residual`)."""
+    u_i))|` (`contact.coulomb.natural_residual`).
+
+    A problem with a `contact_tolerance` solves the impulses with `impulse_solve`
+    (`impulse_solve_function`'s external, for `k` contacts) to that tolerance, at most
+    `num_sweeps` sweeps; one without runs `num_sweeps` fixed sweeps in SX."""
+    if problem.contact_tolerance is not None:
+        if impulse_solve is None:
+            raise ValueError("a problem with a contact_tolerance needs impulse_solve")
+        return converged_substep_function(problem, m, plane, params, impulse_solve)
     k = m.nfeet
     sym = symbols(m, k)
     q, v, u = sym["q"], sym["v"], sym["u"]
@@ -76,8 +90,61 @@ def forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
         parts["q_next"], parts["v_next"], ca.vertcat(*unit), ca.vertcat(*steps), s,
         ca.vec(parts["forces"].T), total, residual,
     ]  # fmt: skip
-    names = ["q_next", "v_next", "p", "steps", "s", "forces", "total", "residual"]
-    return ca.Function("substep_forward", [q, v, u], outputs, ["q", "v", "u"], names)
+    return ca.Function("substep_forward", [q, v, u], outputs, ["q", "v", "u"], FORWARD_OUTPUTS)
+
+
+FORWARD_OUTPUTS = ["q_next", "v_next", "p", "steps", "s", "forces", "total", "residual"]
+
+
+def contact_problem_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """`(delassus (3k, 3k), c (3k), w (k), tau (nu), v_free (nv), minv_jt (nv, 3k)) =
+    f(q, v, u)`: a substep up to its impulse solve (`casadi_model.contact_problem_parts`), with
+    the actuator torque `tau`."""
+    sym = symbols(m, m.nfeet)
+    q, v, u = sym["q"], sym["v"], sym["u"]
+    tau = joint_torque(problem, m, q, v, u)
+    parts = contact_problem_parts(m, params, plane, q, v, tau, problem.contact)
+    outputs = [parts["delassus"], parts["c"], ca.vertcat(*parts["active"]), tau,
+               parts["v_free"], parts["minv_jt"]]  # fmt: skip
+    return ca.Function("substep_contact_problem", [q, v, u], outputs, ["q", "v", "u"],
+                       ["delassus", "c", "w", "tau", "v_free", "minv_jt"])  # fmt: skip
+
+
+def after_impulses_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+    """`(q_next, v_next, s (k nv), forces (3k) world, total (nu)) = f(q, v, tau, v_free,
+    minv_jt, w, p)`: a substep's completion from its unit impulses `p (3k)`
+    (`casadi_model.step_after_impulses`), as `forward_function`'s outputs."""
+    k, nv = m.nfeet, m.nv
+    q, v = ca.SX.sym("q", m.nq), ca.SX.sym("v", nv)
+    tau, v_free = ca.SX.sym("tau", m.nu), ca.SX.sym("v_free", nv)
+    minv_jt, w, p = ca.SX.sym("minv_jt", nv, 3 * k), ca.SX.sym("w", k), ca.SX.sym("p", 3 * k)
+    unit = [p[3 * i : 3 * i + 3] for i in range(k)]
+    after = step_after_impulses(m, params, plane, q, v, minv_jt, v_free,
+                                [w[i] for i in range(k)], unit)  # fmt: skip
+    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ unit[i] for i in range(k)])
+    total = tau - params["joint_damping"] * after["v_next"][nv - m.nu :]
+    return ca.Function(
+        "substep_after_impulses", [q, v, tau, v_free, minv_jt, w, p],
+        [after["q_next"], after["v_next"], s, ca.vec(after["forces"].T), total],
+        ["q", "v", "tau", "v_free", "minv_jt", "w", "p"],
+        ["q_next", "v_next", "s", "forces", "total"],
+    )  # fmt: skip
+
+
+def converged_substep_function(problem: P.Problem, m, plane, params: dict,
+                               impulse_solve: ca.Function) -> ca.Function:  # fmt: skip
+    """`forward_function` for a problem with a `contact_tolerance`: the contact problem, the
+    impulse solve to the tolerance (`impulse_solve`, settings `(mu, contact_tolerance,
+    num_sweeps)`) and the completion, composed (MX: the solve is an external C function)."""
+    problem_part = contact_problem_function(problem, m, plane, params)
+    completion = after_impulses_function(problem, m, plane, params)
+    q, v, u = ca.MX.sym("q", m.nq), ca.MX.sym("v", m.nv), ca.MX.sym("u", m.nu)
+    delassus, c, w, tau, v_free, minv_jt = problem_part(q, v, u)
+    settings = ca.DM([plane["friction"], problem.contact_tolerance, problem.num_sweeps])
+    p, steps, residual, _ = impulse_solve(delassus, c, w, settings)
+    q_next, v_next, s, forces, total = completion(q, v, tau, v_free, minv_jt, w, p)
+    outputs = [q_next, v_next, p, steps, s, forces, total, residual]
+    return ca.Function("substep_forward", [q, v, u], outputs, ["q", "v", "u"], FORWARD_OUTPUTS)
 
 
 def derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
@@ -151,7 +218,8 @@ def derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Functi
     return ca.Function("substep_derivative", [sym[n] for n in names], values, names, list(outputs))
 
 
-def knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
+def knot_forward_function(problem: P.Problem, m, plane, params: dict,
+                          impulse_solve: ca.Function | None = None) -> ca.Function:  # fmt: skip
     """One knot of FDDP's forward pass (`trajopt.shooting.forward_with_transitions`), for a fold
     over the horizon (`trajopt.generated_code.SubstepFunctions.forward_pass`):
 
@@ -162,7 +230,13 @@ def knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Func
     inputs `x_hat, x_t` (flat knot states `[q, v, u_prev]`), `u_t, k_t (nu,)`, `K_t (nu, nx)`,
     `f_next (nx,)`, `alpha`; outputs `next` (flat), `u`, `reached` (flat), `forces (3k,)` (the
     substeps' mean, world, `[f_0, f_1, ...]`), `taus (nu,)` (per joint the substep of largest
-    magnitude, the first on ties, as `jnp.argmax`)."""
+    magnitude, the first on ties, as `jnp.argmax`).
+
+    With the problem's `contact_tolerance`, the substeps are `converged_substep_function`'s
+    (`impulse_solve` needed) and the knot an MX function around them."""
+    if problem.contact_tolerance is not None:
+        substep = forward_function(problem, m, plane, params, impulse_solve)
+        return converged_knot_forward_function(problem, m, substep)
     nq, nv, nu = m.nq, m.nv, m.nu
     nxq, nx = nq + nv + nu, 2 * nv + nu
     x_hat, x_t = ca.SX.sym("x_hat", nxq), ca.SX.sym("x_t", nxq)
@@ -192,8 +266,61 @@ def knot_forward_function(problem: P.Problem, m, plane, params: dict) -> ca.Func
     return ca.Function(
         "knot_forward", [x_hat, x_t, u_t, k_t, gains, f_next, alpha],
         [following, u, ca.vertcat(q, v, u), forces, taus],
-        ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"],
-        ["next", "u", "reached", "forces", "taus"],
+        KNOT_FORWARD_INPUTS, KNOT_FORWARD_OUTPUTS,
+    )  # fmt: skip
+
+
+KNOT_FORWARD_INPUTS = ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"]
+KNOT_FORWARD_OUTPUTS = ["next", "u", "reached", "forces", "taus"]
+
+
+def converged_knot_forward_function(problem: P.Problem, m, substep: ca.Function) -> ca.Function:
+    """`knot_forward_function` around the substep function `substep` (`forward_function`'s
+    signature; an MX function): the control law, the peak torque and the defect step are SX
+    functions, called from an MX graph."""
+    nq, nv, nu = m.nq, m.nv, m.nu
+    nxq, nx = nq + nv + nu, 2 * nv + nu
+    sx = {"x_hat": ca.SX.sym("x_hat", nxq), "x_t": ca.SX.sym("x_t", nxq),
+          "u_t": ca.SX.sym("u_t", nu), "k_t": ca.SX.sym("k_t", nu),
+          "K_t": ca.SX.sym("K_t", nu, nx), "f_next": ca.SX.sym("f_next", nx),
+          "alpha": ca.SX.sym("alpha")}  # fmt: skip
+    x_hat, x_t = sx["x_hat"], sx["x_t"]
+    local = ca.vertcat(
+        difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
+        x_hat[nq + nv :] - x_t[nq + nv :],
+    )  # fmt: skip
+    control_law = ca.Function(
+        "knot_control", [sx[n] for n in KNOT_FORWARD_INPUTS],
+        [sx["u_t"] + sx["alpha"] * sx["k_t"] + sx["K_t"] @ local],
+    )  # fmt: skip
+    total, taus = ca.SX.sym("total", nu), ca.SX.sym("taus", nu)
+    peak = ca.Function("peak_torque", [total, taus],
+                       [ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)])  # fmt: skip
+    q, v, u = ca.SX.sym("q", nq), ca.SX.sym("v", nv), ca.SX.sym("u", nu)
+    step = (sx["alpha"] - 1.0) * sx["f_next"]
+    defect_step = ca.Function(
+        "knot_defect_step", [q, v, u, sx["f_next"], sx["alpha"]],
+        [ca.vertcat(integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :])],
+    )  # fmt: skip
+    mx = {"x_hat": ca.MX.sym("x_hat", nxq), "x_t": ca.MX.sym("x_t", nxq),
+          "u_t": ca.MX.sym("u_t", nu), "k_t": ca.MX.sym("k_t", nu),
+          "K_t": ca.MX.sym("K_t", nu, nx), "f_next": ca.MX.sym("f_next", nx),
+          "alpha": ca.MX.sym("alpha")}  # fmt: skip
+    inputs = [mx[n] for n in KNOT_FORWARD_INPUTS]
+    u_mx = control_law(*inputs)
+    q_mx, v_mx = mx["x_hat"][:nq], mx["x_hat"][nq : nq + nv]
+    forces, peak_taus = 0, None
+    for _ in range(problem.substeps):
+        out = dict(zip(FORWARD_OUTPUTS, substep(q_mx, v_mx, u_mx), strict=True))
+        q_mx, v_mx = out["q_next"], out["v_next"]
+        peak_taus = out["total"] if peak_taus is None else peak(out["total"], peak_taus)
+        forces = forces + out["forces"]
+    forces = forces / problem.substeps
+    following = defect_step(q_mx, v_mx, u_mx, mx["f_next"], mx["alpha"])
+    return ca.Function(
+        "knot_forward", inputs,
+        [following, u_mx, ca.vertcat(q_mx, v_mx, u_mx), forces, peak_taus],
+        KNOT_FORWARD_INPUTS, KNOT_FORWARD_OUTPUTS,
     )  # fmt: skip
 
 

@@ -177,16 +177,16 @@ def activation(contact: ContactModel, params: dict, gap):
     return ca.if_else(gap < cutoff, weight, 0.0)
 
 
-def moreau_step_parts(
-    m: Model, params: dict, plane: dict, q, v, tau, contact: ContactModel, num_sweeps: int
+def contact_problem_parts(
+    m: Model, params: dict, plane: dict, q, v, tau, contact: ContactModel
 ) -> dict:
-    """One `contact.step` (hard or smooth) in CasADi, with its intermediate quantities.
+    """One `contact.step` (hard or smooth) in CasADi up to its impulse solve.
 
-    `tau (nu,)` joint torques; equations in `contact/step.py`. Returns a dict: `q_next`,
-    `v_next`, `forces (k, 3)` world; `mass` (with the implicit joint damping, `(nv, nv)`), `jac`
-    `(3k, nv)` contact frames, `gaps`, `active` (weights, lists of k), `impulses` (`w_i p_i`),
-    `unit` (`p_i`) and `steps` (`R_i`) (lists of k `(3,)`), `minv_jt (nv, 3k)`, `velocity`: the
-    solver's contact velocity `G~ p + c` of each contact (list of k `(3,)`).
+    `tau (nu,)` joint torques; equations in `contact/step.py`. Returns a dict: `mass` (with the
+    implicit joint damping, `(nv, nv)`), `jac (3k, nv)` contact frames, `gaps`, `active`
+    (weights, lists of k), `minv_jt (nv, 3k)`, `v_free (nv,)`, the Delassus matrix `delassus
+    (3k, 3k)` and the free contact velocity `c (3k,)` (with the hard model's speculative
+    opening).
     """
     dt = params["dt"]
     nvb = m.nv - m.nu
@@ -209,10 +209,42 @@ def moreau_step_parts(
                 for i, g in enumerate(gaps)
             ]  # fmt: skip
         )
-    delassus = jac @ minv_jt
+    return {
+        "mass": mass, "jac": jac, "gaps": gaps, "active": active, "minv_jt": minv_jt,
+        "v_free": v_free, "delassus": jac @ minv_jt, "c": c,
+    }  # fmt: skip
+
+
+def step_after_impulses(m: Model, params: dict, plane: dict, q, v, minv_jt, v_free, active,
+                        unit) -> dict:  # fmt: skip
+    """The rest of `contact.step` from the unit impulses `unit` (list of k `(3,)`, the solve's
+    `p_i`) and the weights `active` (list of k): `impulses` (`w_i p_i`, list of k), `v_next`,
+    `q_next` and `forces (k, 3)` world."""
+    dt = params["dt"]
+    impulses = [active[i] * unit[i] for i in range(len(unit))]
+    v_next = v_free + minv_jt @ ca.vertcat(*impulses)
+    q_next = integrate(m, q, (0.5 * dt) * (v + v_next))
+    frame = ca.DM(plane["frame"])
+    forces = ca.horzcat(*[frame @ p / dt for p in impulses]).T  # (k, 3)
+    return {"impulses": impulses, "v_next": v_next, "q_next": q_next, "forces": forces}
+
+
+def moreau_step_parts(
+    m: Model, params: dict, plane: dict, q, v, tau, contact: ContactModel, num_sweeps: int
+) -> dict:
+    """One `contact.step` (hard or smooth) in CasADi, with `num_sweeps` fixed sweeps (the
+    paper's model), with its intermediate quantities.
+
+    `tau (nu,)` joint torques; equations in `contact/step.py`. Returns a dict: `q_next`,
+    `v_next`, `forces (k, 3)` world; `mass` (with the implicit joint damping, `(nv, nv)`), `jac`
+    `(3k, nv)` contact frames, `gaps`, `active` (weights, lists of k), `impulses` (`w_i p_i`),
+    `unit` (`p_i`) and `steps` (`R_i`) (lists of k `(3,)`), `minv_jt (nv, 3k)`, `velocity`: the
+    solver's contact velocity `G~ p + c` of each contact (list of k `(3,)`).
+    """
+    parts = contact_problem_parts(m, params, plane, q, v, tau, contact)
+    delassus, c, active = parts["delassus"], parts["c"], parts["active"]
     unit, steps = solve_unit_impulses(delassus, c, plane["friction"], active, num_sweeps)
-    k = len(gaps)
-    impulses = [active[i] * unit[i] for i in range(k)]
+    k = len(active)
     velocity = [
         c[3 * i : 3 * i + 3]
         + sum(
@@ -222,15 +254,10 @@ def moreau_step_parts(
         )  # fmt: skip
         for i in range(k)
     ]
-    v_next = v_free + minv_jt @ ca.vertcat(*impulses)
-    q_next = integrate(m, q, (0.5 * dt) * (v + v_next))
-    frame = ca.DM(plane["frame"])
-    forces = ca.horzcat(*[frame @ p / dt for p in impulses]).T  # (k, 3)
-    return {
-        "q_next": q_next, "v_next": v_next, "forces": forces, "mass": mass, "jac": jac,
-        "gaps": gaps, "active": active, "impulses": impulses, "unit": unit, "steps": steps,
-        "minv_jt": minv_jt, "velocity": velocity,
-    }  # fmt: skip
+    after = step_after_impulses(
+        m, params, plane, q, v, parts["minv_jt"], parts["v_free"], active, unit
+    )
+    return {**parts, **after, "unit": unit, "steps": steps, "velocity": velocity}
 
 
 def moreau_step(
@@ -258,6 +285,12 @@ def check_supported(problem: P.Problem):
         raise NotImplementedError(
             f"the IPOPT backend supports the hard and smooth contact models, "
             f"not {problem.contact!r}"
+        )
+    if problem.contact_tolerance is not None:
+        raise NotImplementedError(
+            "the IPOPT backend differentiates through a fixed number of prox sweeps, not a "
+            "solve to a tolerance: make the problem with contact_tolerance=None and num_sweeps "
+            f"(say 10), got contact_tolerance={problem.contact_tolerance!r}"
         )
 
 

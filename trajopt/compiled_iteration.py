@@ -124,5 +124,5 @@ def iterate(
         _STATUS[status], alpha, trial, k, K, dV1, dV2, k_max, mu_end, first,
         [tuple(row) for row in trials[: int(n_trials)].tolist()], float(np.max(residuals)),
         dict(zip(ITERATION_PARTS, seconds, strict=True)), int(passes), int(rollouts),
-        dict(zip(LINEARIZE_PARTS, (generated, elimination), strict=True)),
+        dict(zip(LINEARIZE_PARTS, (generated, elimination), strict=True)), residuals,
     )  # fmt: skip

@@ -28,9 +28,11 @@ Stopping (`info["status"]`, and `info["reason"]` says why in words, with the num
     converged  <=>  a full step (alpha = 1) was taken at mu <= 1e-4 on a feasible trajectory
                     (sum_t |f_t|_1 < defect_tolerance) whose model predicted
                     |dV1| < tolerance (1 + |cost|);
-                    or no step lowers the merit where the model, at the iteration's first
+                    or no step lowers the merit, or the step taken lowers the cost by less
+                    than tolerance (1 + |cost|), where the model, at the iteration's first
                     positive definite Riccati pass, predicts |dV1| < tolerance (1 + |cost|) on a
-                    feasible trajectory (a possibly non-smooth minimum)
+                    feasible trajectory (a possibly non-smooth minimum: a kink of the contact
+                    model, where the one-sided derivatives over-predict every step)
 
 That first pass is at the `mu` the iteration started from. After short steps at kinks of the
 contact model the schedule has raised it, and the step `k ~ -Q_u / mu` and its prediction
@@ -111,8 +113,10 @@ def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = 
 
 def exact_derivatives(problem: P.Problem) -> P.Problem | None:
     """`problem` with the derivatives of the computed step ("unrolled": through the sweeps
-    `contact.step` runs), the same data, or None where its derivatives already are those."""
-    if problem.derivatives == "unrolled":
+    `contact.step` runs), the same data, or None where its derivatives already are those:
+    unrolled ones, or a converged contact solve's (a `contact_tolerance`), whose implicit
+    derivative is the computed step's."""
+    if problem.derivatives == "unrolled" or problem.contact_tolerance is not None:
         return None
     return problem.replace(derivatives="unrolled")
 
@@ -256,6 +260,7 @@ def solve_fddp(
         )
         print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
     contact_residuals = []  # the largest impulse-solve residual at each linearisation point
+    knot_residuals = None  # each knot's, at the last linearisation point
     exact = exact_derivatives(problem) if time_budget is None else None
     exact_from = None  # the iteration from which the derivatives are the computed step's
     deadline = float("inf") if time_budget is None else start + time_budget
@@ -276,6 +281,7 @@ def solve_fddp(
             linearize_parts[part] = linearize_parts.get(part, 0.0) + seconds
         contact_residual = step.contact_residual
         contact_residuals.append(contact_residual)
+        knot_residuals = step.knot_residuals
         mu, first = step.mu, step.first
         if first is not None:
             prediction = first
@@ -308,6 +314,7 @@ def solve_fddp(
                                             contact_residual)  # fmt: skip
             break
         alpha, K, dV1, k_max = step.alpha, step.K, step.dV1, step.k_max
+        cost_before = cost
         xs, us, cost, terms, defects, forces, taus = step.trial
         feedback = K
         mu = float(fddp_step.next_mu(mu, alpha))
@@ -321,6 +328,9 @@ def solve_fddp(
             "mu": mu,
             "expected": float(-dV1),
             "step_size": k_max,  # max |k| of the accepted step's Riccati pass
+            # |dV1| of the iteration's first positive definite pass, at the mu it started from
+            "first_expected": None if first is None else float(first[0]),
+            "decrease": cost_before - cost,  # the step's change of the cost
             "contact_residual": contact_residual,  # at the point this iteration linearised
             "terms": {k_: float(v) for k_, v in terms.items()},
         }
@@ -340,6 +350,18 @@ def solve_fddp(
             status = "converged"
             reason = converged_reason(abs(dV1), gaps, decrease_bound(cost, tolerance),
                                       "a full step at mu <= 1e-4")  # fmt: skip
+            break
+        # Converged at a kink: the model predicted a negligible change and the step taken
+        # changed the cost by less than that bound, on a feasible trajectory.
+        bound = decrease_bound(cost, tolerance)
+        if (first is not None and first[0] < bound and gaps < defect_tolerance
+                and cost_before - cost < bound):  # fmt: skip
+            status = "converged"
+            reason = converged_reason(
+                first[0], gaps, bound,
+                f"a step of {alpha:g} lowered the cost by only {cost_before - cost:.3g} "
+                f"(the first pass's mu {first[2]:.0e}, step max |k| = {first[1]:.3g})",
+            )  # fmt: skip
             break
         now = time.perf_counter()
         if (time_budget is not None and iteration < max_iterations
@@ -375,24 +397,44 @@ def solve_fddp(
         "terms_in_jax_seconds": getattr(fn, "jax_terms_seconds", 0.0) - jax_terms_start,
         "feedback": None if feedback is None else np.asarray(feedback),
         "exact_derivatives_from": exact_from,
-        **contact_report(contact_residuals, problem.num_sweeps, verbose),
+        **contact_report(contact_residuals, knot_residuals, problem, verbose),
     }
     return xs, us, info
 
 
-def contact_report(residuals: list, num_sweeps: int, verbose: bool) -> dict:
-    """The solver's report on its linearisation points' contact solves: `contact_residual`, the
-    largest impulse-solve residual over them [m/s] (None without an iteration), and
-    `unconverged_linearizations`, how many exceeded `CONTACT_RESIDUAL_TOLERANCE` (there the
-    optimised dynamics are the `num_sweeps`-sweep approximation of Coulomb contact; the
-    derivatives stay finite). Prints one line when any did and `verbose`."""
-    unconverged = sum(r > CONTACT_RESIDUAL_TOLERANCE for r in residuals)
+def contact_tolerance(problem: P.Problem) -> float:
+    """The residual [m/s] below which a contact solve of `problem` counts as converged: its
+    `contact_tolerance`, or `CONTACT_RESIDUAL_TOLERANCE` for the paper's fixed sweeps."""
+    if problem.contact_tolerance is None:
+        return CONTACT_RESIDUAL_TOLERANCE
+    return problem.contact_tolerance
+
+
+def contact_report(
+    residuals: list, knot_residuals, problem: P.Problem, verbose: bool
+) -> dict:
+    """The solver's report on its contact solves: `contact_residual`, the largest
+    impulse-solve residual over the linearisation points [m/s] (None without an iteration);
+    `unconverged_linearizations`, how many points exceeded `contact_tolerance(problem)`;
+    `knot_contact_residuals`, each knot's largest residual at the last linearisation point
+    (a list, None without an iteration); and `unconverged_knots`, the knots above the
+    tolerance there. Where a solve has not converged the optimised dynamics approximate
+    Coulomb contact (the derivatives stay finite). Prints one line when any did and
+    `verbose`."""
+    bound = contact_tolerance(problem)
+    unconverged = sum(r > bound for r in residuals)
     worst = max(residuals) if residuals else None
+    per_knot = (None if knot_residuals is None
+                else np.asarray(knot_residuals, float).reshape(-1).tolist())  # fmt: skip
+    knots = [] if per_knot is None else [t for t, r in enumerate(per_knot) if r > bound]
     if verbose and unconverged:
+        how = (f"in {problem.num_sweeps} sweeps" if problem.contact_tolerance is None
+               else f"to {bound:g} m/s within {problem.num_sweeps} sweeps")  # fmt: skip
         print(
             f"note: at {unconverged} of {len(residuals)} linearisation points the contact solve "
-            f"had not converged in {num_sweeps} sweeps (largest residual {worst:.2g} m/s > "
-            f"{CONTACT_RESIDUAL_TOLERANCE:g}): there the optimised dynamics approximate Coulomb "
-            "contact (more sweeps: the problem's num_sweeps)"
+            f"had not converged {how} (largest residual {worst:.2g} m/s > {bound:g}); "
+            f"at the last one, knots {knots or 'none'}: there the optimised dynamics "
+            "approximate Coulomb contact"
         )
-    return {"contact_residual": worst, "unconverged_linearizations": unconverged}
+    return {"contact_residual": worst, "unconverged_linearizations": unconverged,
+            "knot_contact_residuals": per_knot, "unconverged_knots": knots}  # fmt: skip

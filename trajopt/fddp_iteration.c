@@ -94,10 +94,18 @@ typedef struct {
     generated_fn fn[GENERATED];
     long long *iw;
     double *w;
+    const double **arg; /* a function's sz_arg input slots and sz_res output slots: those past */
+    double **res;       /* its own inputs and outputs serve the functions it calls (MX graphs) */
 } generated;
 
-static int call(const generated *g, int which, const double **arg, double **res) {
-    return g->fn[which](arg, res, g->iw, g->w, 0) == 0;
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* the generated function `which` on `n_arg` inputs and `n_res` outputs */
+static int call(const generated *g, int which, const double **arg, int n_arg, double **res,
+                int n_res) {
+    for (int i = 0; i < n_arg; ++i) g->arg[i] = arg[i];
+    for (int i = 0; i < n_res; ++i) g->res[i] = res[i];
+    return g->fn[which](g->arg, g->res, g->iw, g->w, 0) == 0;
 }
 
 typedef struct {
@@ -125,13 +133,15 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
     const int k3 = 3 * nf, n = 2 * nv + nu, nx = n, nxq = nq + nv + nu;
     const double started = now();
     generated g;
-    long long most_iw = 1, most_w = 1;
+    long long most_iw = 1, most_w = 1, most_arg = 16, most_res = 16;
     for (int i = 0; i < GENERATED; ++i) {
         long long sz_arg, sz_res, sz_iw, sz_w;
         g.fn[i] = (generated_fn)functions[2 * i];
         if (((generated_work)functions[2 * i + 1])(&sz_arg, &sz_res, &sz_iw, &sz_w)) return -3;
         if (sz_iw > most_iw) most_iw = sz_iw;
         if (sz_w > most_w) most_w = sz_w;
+        if (sz_arg > most_arg) most_arg = sz_arg;
+        if (sz_res > most_res) most_res = sz_res;
     }
     /* the generated derivative's outputs, column-major (c_*) and row-major */
     double *c_mass, *c_jac, *c_w, *c_D, *c_phi1, *c_phi3, *c_ue, *c_we, *c_qe, *c_qv, *c_taue;
@@ -170,8 +180,10 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
     double *work = malloc(sizeof(double) * total);
     int *piv = malloc(sizeof(int) * (nv > k3 ? nv : k3));
     g.iw = malloc(sizeof(long long) * most_iw);
+    g.arg = malloc(sizeof(double *) * most_arg);
+    g.res = malloc(sizeof(double *) * most_res);
     int status = 0;
-    if (!work || !piv || !g.iw) {
+    if (!work || !piv || !g.iw || !g.arg || !g.res) {
         status = -1;
         goto done;
     }
@@ -199,7 +211,8 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
             double *res_d[] = {c_mass, c_jac, c_w, c_D, c_phi1, c_phi3, c_ue, c_we, c_qe, c_qv,
                                c_taue};
             double mark = now();
-            if (!call(&g, FORWARD, args_f, res_f) || !call(&g, DERIVATIVE, args_d, res_d)) {
+            if (!call(&g, FORWARD, args_f, COUNT(args_f), res_f, COUNT(res_f))
+                || !call(&g, DERIVATIVE, args_d, COUNT(args_d), res_d, COUNT(res_d))) {
                 status = -3;
                 goto done;
             }
@@ -271,7 +284,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
         double *c_rf = c_ru + (size_t)nr * nu, *c_rtau = c_rf + (size_t)nr * k3;
         double *res_c[] = {r + (size_t)t * nr, c_rq, c_rv, c_rup, c_ru, c_rf, c_rtau};
         double mark = now();
-        if (!call(&g, COSTS, args_c, res_c)) {
+        if (!call(&g, COSTS, args_c, COUNT(args_c), res_c, COUNT(res_c))) {
             status = -3;
             goto done;
         }
@@ -304,7 +317,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
     if (nrT > 0) {
         const double *args_t[] = {xs + (size_t)T * nxq, refs + (size_t)T * nrow, sqrt_wT};
         double *res_t[] = {rT, terminal};
-        if (!call(&g, TERMINAL, args_t, res_t)) {
+        if (!call(&g, TERMINAL, args_t, COUNT(args_t), res_t, COUNT(res_t))) {
             status = -3;
             goto done;
         }
@@ -370,7 +383,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
                                           defects + (size_t)(t + 1) * nx, &alpha};
                 double *res_k[] = {xs_new + (size_t)(t + 1) * nxq, us_new + (size_t)t * nu,
                                    reached, trial_forces, trial_taus};
-                if (!call(&g, KNOT_FORWARD, args_k, res_k)) {
+                if (!call(&g, KNOT_FORWARD, args_k, COUNT(args_k), res_k, COUNT(res_k))) {
                     status = -3;
                     goto done;
                 }
@@ -381,7 +394,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
                                           forces_new + (size_t)t * k3, taus_new + (size_t)t * nu,
                                           refs + (size_t)t * nrow, w};
                 double *res_v[] = {out};
-                if (!call(&g, COST_VALUES, args_v, res_v)) {
+                if (!call(&g, COST_VALUES, args_v, COUNT(args_v), res_v, COUNT(res_v))) {
                     status = -3;
                     goto done;
                 }
@@ -390,7 +403,7 @@ int fddp_iteration(const int *dims, const double *numbers, const uintptr_t *func
             if (ntermsT > 0) {
                 const double *args_v[] = {xs_new + (size_t)T * nxq, refs + (size_t)T * nrow, wT};
                 double *res_v[] = {term_sum + nterms};
-                if (!call(&g, TERMINAL_VALUES, args_v, res_v)) {
+                if (!call(&g, TERMINAL_VALUES, args_v, COUNT(args_v), res_v, COUNT(res_v))) {
                     status = -3;
                     goto done;
                 }
@@ -425,5 +438,7 @@ done:
     free(work);
     free(piv);
     free(g.iw);
+    free(g.arg);
+    free(g.res);
     return status;
 }

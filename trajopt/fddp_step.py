@@ -55,7 +55,8 @@ class Iteration(NamedTuple):
     the seconds spent per part (`ITERATION_PARTS`); how many Riccati passes and forward passes
     (line-search trials) ran; and, from the one-call iteration, `linearize_parts`: the seconds
     of the linearisation spent in the generated code and in the substeps' elimination
-    (`LINEARIZE_PARTS`; None from `iterate`)."""
+    (`LINEARIZE_PARTS`; None from `iterate`); `knot_residuals (T,)`, each knot's largest
+    contact residual [m/s] at the linearisation point."""
 
     status: str
     alpha: float | None
@@ -73,6 +74,7 @@ class Iteration(NamedTuple):
     passes: int
     rollouts: int
     linearize_parts: dict | None = None
+    knot_residuals: np.ndarray | None = None
 
 
 def iterate(fn, linearize, data, xs, us, cost: float, defects, mu: float,
@@ -82,7 +84,8 @@ def iterate(fn, linearize, data, xs, us, cost: float, defects, mu: float,
     seconds = dict.fromkeys(ITERATION_PARTS, 0.0)
     tic = time.perf_counter()
     lin = linearize(data, xs, us)
-    contact_residual = float(np.max(np.asarray(lin.contact_residual)))  # waits for `lin`
+    knot_residuals = np.asarray(lin.contact_residual)  # waits for `lin`
+    contact_residual = float(np.max(knot_residuals))
     seconds["linearize"] += time.perf_counter() - tic
     tic = time.perf_counter()
     model = fn.gauss_newton(lin)
@@ -117,10 +120,11 @@ def iterate(fn, linearize, data, xs, us, cost: float, defects, mu: float,
             return Iteration(
                 "accepted", ALPHAS[index], (xs_t, us_t, float(cost_t), terms, d, forces, taus),
                 k, K, float(dV1), float(dV2), k_max, mu, first, trials, contact_residual,
-                seconds, passes, rollouts,
+                seconds, passes, rollouts, knot_residuals=knot_residuals,
             )  # fmt: skip
         trials.append((mu, merit(*jax.device_get((trial[2], trial[4]))) - merit_old))
         mu *= 10.0
         seconds["line_search"] += time.perf_counter() - tic
     return Iteration(status, None, None, k, K, float(dV1), float(dV2), k_max, mu, first, trials,
-                     contact_residual, seconds, passes, rollouts)  # fmt: skip
+                     contact_residual, seconds, passes, rollouts,
+                     knot_residuals=knot_residuals)  # fmt: skip

@@ -210,7 +210,8 @@ def make_problem(
     substeps: int = 2,
     contact: ContactModel = "smooth",
     control: str = "pd",
-    num_sweeps: int = 10,
+    num_sweeps: int = P.MAX_SWEEPS,
+    contact_tolerance: float | None = P.CONTACT_TOLERANCE,
     lateral_velocity: float = 0.0,
     weights: dict | None = None,
     params: StepParams | None = None,
@@ -225,7 +226,7 @@ def make_problem(
         gait: one of `available_gaits()`.
         velocity: forward speed [m/s] (for "turn": yaw rate [rad/s]).
         duration: horizon [s]; dt: knot duration [s]; substeps: simulation steps per knot.
-        contact, control, num_sweeps: see `trajopt.problem.Problem`.
+        contact, control, num_sweeps, contact_tolerance: see `trajopt.problem.Problem`.
         weights: overrides of the gait's weights (`gait_weights`; a weight of 0 keeps the
             term, reported).
         params: contact parameters (default: flat ground, mu 0.8, `dt / substeps`, the PD's
@@ -268,6 +269,7 @@ def make_problem(
         substeps=substeps,
         contact=contact,
         num_sweeps=num_sweeps,
+        contact_tolerance=contact_tolerance,
         control=control,
         name=gait,
         derivatives=derivatives,

@@ -165,15 +165,41 @@ def _compile_and_link(units: list[Path], library: Path, cc: str, flags: tuple) -
         os.replace(staged, library)
 
 
+IMPULSE_SOLVE_SOURCE = Path(__file__).with_name("impulse_solve.c")
+
+
+def impulse_solve_unit(contacts: int, folder) -> Path:
+    """`impulse_solve.c` for `contacts` contacts as a C file in `folder`: the translation unit
+    that defines `impulse_solve_<contacts>`."""
+    if not isinstance(contacts, int | np.integer) or contacts < 1:
+        raise ValueError(f"contacts must be a positive number of contacts, got {contacts!r}")
+    unit = Path(folder, f"impulse_solve_{contacts}.c")
+    unit.write_text(f"#define NF {contacts}\n" + IMPULSE_SOLVE_SOURCE.read_text())
+    return unit
+
+
+@functools.cache
+def impulse_solve_function(contacts: int) -> ca.Function:
+    """The converged impulse solve for `contacts` contacts (`impulse_solve.c`) as a CasADi
+    external function, built (once per machine, `build_library`) and loaded: the knot
+    functions' graphs call it, and their generated C calls the same code, compiled into their
+    own library (`compile_library(externals=)`)."""
+    with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
+        library = build_library(impulse_solve_unit(contacts, scratch), "impulse_solve")
+    return ca.external(f"impulse_solve_{contacts}", str(library))
+
+
 def compile_library(functions: list[ca.Function], flags: tuple[str, ...] | None = None,
-                    one_unit: bool = False) -> tuple[list[ca.Function], Path]:  # fmt: skip
+                    one_unit: bool = False, externals: tuple[int, ...] = (),
+                    ) -> tuple[list[ca.Function], Path]:  # fmt: skip
     """The functions as C, one translation unit each (`one_unit`: all in one), compiled in
     parallel with `flags` (default `COMPILER_FLAGS`) into one shared library
     (`build_library`), loaded with `casadi.external`; and the library's path (its C symbols
-    are the functions' names)."""
+    are the functions' names). `externals`: the contact counts whose `impulse_solve_<k>` the
+    functions call (`impulse_solve_function`), compiled into the library beside them."""
     groups = [functions] if one_unit else [[f] for f in functions]
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
-        units = []
+        units = [impulse_solve_unit(k, scratch) for k in externals]
         for group in groups:
             name = "knots.c" if one_unit else f"{group[0].name()}.c"
             generator = ca.CodeGenerator(name, {"with_header": False})
@@ -272,7 +298,8 @@ def library_key(problem: P.Problem) -> tuple:
     )  # fmt: skip
     gains = tuple(np.asarray(problem.data.gains, dtype=float).tolist())
     return (
-        model_fingerprint(problem.model), problem.contact, problem.num_sweeps, problem.control,
+        model_fingerprint(problem.model), problem.contact, problem.num_sweeps,
+        problem.contact_tolerance, problem.control,
         problem.substeps, plane, numbers, gains, tuple(sorted(problem.data.weights)),
         problem.terms,
     )  # fmt: skip
@@ -289,10 +316,11 @@ def knot_functions(problem: P.Problem) -> list[ca.Function]:
     terrain and gains, in its constructor's order (symbolic: nothing is compiled)."""
     m = numpy_model(problem.model)
     plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
+    solve = None if problem.contact_tolerance is None else impulse_solve_function(m.nfeet)
     return [
-        casadi_knots.forward_function(problem, m, plane, numbers),
+        casadi_knots.forward_function(problem, m, plane, numbers, solve),
         casadi_knots.derivative_function(problem, m, plane, numbers),
-        casadi_knots.knot_forward_function(problem, m, plane, numbers),
+        casadi_knots.knot_forward_function(problem, m, plane, numbers, solve),
         casadi_knots.costs_function(problem, m, plane),
         casadi_knots.terminal_function(problem, m, plane),
         casadi_knots.cost_values_function(problem, m, plane),
@@ -317,7 +345,8 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
     plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
-    compiled, library = compile_library(knot_functions(problem))
+    externals = () if problem.contact_tolerance is None else (problem.model.nfeet,)
+    compiled, library = compile_library(knot_functions(problem), externals=externals)
     _FUNCTIONS[key] = SubstepFunctions(*compiled, plane, numbers, library)
     while len(_FUNCTIONS) > MAX_LOADED:
         _FUNCTIONS.popitem(last=False)

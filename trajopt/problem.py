@@ -68,6 +68,11 @@ ProblemDerivatives = Literal["unrolled", "implicit", "compiled"]
 DERIVATIVES: tuple[ProblemDerivatives, ...] = ("unrolled", "implicit", "compiled")
 # the contact models of the CasADi model (`trajopt.casadi_model`), and so of "compiled"
 CASADI_CONTACTS: tuple[ContactModel, ...] = ("hard", "smooth")
+# The planners' impulse solve sweeps until its Coulomb fixed-point residual is at most
+# CONTACT_TOLERANCE [m/s] (`contact.coulomb.solve_impulses(tolerance=)`), at most MAX_SWEEPS
+# sweeps; `Problem(contact_tolerance=None, num_sweeps=n)` is the paper's fixed-sweep model.
+CONTACT_TOLERANCE = 1e-6
+MAX_SWEEPS = 500
 
 
 @jax.tree_util.register_dataclass
@@ -123,7 +128,12 @@ class Problem:
     """A trajectory optimisation problem: static structure + traced `data`.
 
     model: the robot. horizon: number of knots T (>= 1). substeps: simulation steps per knot.
-    contact: "hard" | "smooth" | "penalty". num_sweeps: prox sweeps. control: "pd" | "torque".
+    contact: "hard" | "smooth" | "penalty". control: "pd" | "torque".
+    contact_tolerance: the impulse solve of every step sweeps until its Coulomb fixed-point
+    residual is at most this [m/s] (default `CONTACT_TOLERANCE`), at most `num_sweeps` sweeps
+    (default `MAX_SWEEPS`): the plan rests on converged contact, and the implicit derivatives
+    are the computed step's. None: the paper's model, exactly `num_sweeps` sweeps (the policy
+    trainer's; the IPOPT backend's, which differentiates through them).
     name: e.g. "trot"; robot: the robot's name. data: `ProblemData`. terms: the problem's own
     residual terms (`trajopt.terms.Term`, added by `with_terms`) next to the fixed ones.
     derivatives: how the solvers' Jacobians differentiate the impulse solve (`contact.step`):
@@ -141,11 +151,12 @@ class Problem:
     horizon: int
     substeps: int = 1
     contact: ContactModel = "smooth"
-    num_sweeps: int = 10
+    num_sweeps: int = MAX_SWEEPS
     control: ControlKind = "pd"
     name: str = "custom"
     derivatives: ProblemDerivatives = "unrolled"
     terms: tuple = ()
+    contact_tolerance: float | None = CONTACT_TOLERANCE
 
     def __post_init__(self):
         validate(self)
@@ -209,6 +220,14 @@ def validate(problem: Problem) -> None:
         raise ValueError(f"substeps must be a positive integer, got {problem.substeps!r}")
     if problem.contact not in CONTACT_MODELS:
         raise ValueError(f"contact must be one of {CONTACT_MODELS}, got {problem.contact!r}")
+    if not isinstance(problem.num_sweeps, int | np.integer) or problem.num_sweeps < 1:
+        raise ValueError(f"num_sweeps must be a positive integer, got {problem.num_sweeps!r}")
+    tolerance = problem.contact_tolerance
+    if tolerance is not None and not (isinstance(tolerance, int | float) and 0 < tolerance < 1):
+        raise ValueError(
+            f"contact_tolerance must be None or a residual in m/s between 0 and 1, "
+            f"got {tolerance!r}"
+        )
     if problem.derivatives not in DERIVATIVES:
         raise ValueError(f"derivatives must be one of {DERIVATIVES}, got {problem.derivatives!r}")
     if problem.derivatives == "compiled":
@@ -392,6 +411,7 @@ def transition_with_residual(problem: Problem, data: ProblemData, x: KnotState, 
         observe=observe,
         contact=problem.contact,
         num_sweeps=problem.num_sweeps,
+        tolerance=problem.contact_tolerance,
         derivatives=step_derivatives(problem),
         # the solvers take whole Jacobians of this (jacfwd over a knot's state and control)
         rigid_body_derivatives="jacobian",

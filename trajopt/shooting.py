@@ -51,6 +51,7 @@ def structure_key(problem: P.Problem):
         problem.dt_knot,
         problem.contact,
         problem.num_sweeps,
+        problem.contact_tolerance,
         problem.derivatives,
         problem.control,
         tuple(sorted(data.weights)),

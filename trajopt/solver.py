@@ -183,10 +183,20 @@ def _lbfgs_value_and_grad(fn: knot_backends.KnotBackend, shape):
     return fn.lbfgs_value_and_grad
 
 
+def gradient_problem(problem: P.Problem) -> P.Problem:
+    """The problem whose reverse-mode gradient L-BFGS takes: `problem` itself, or, for a
+    converged contact solve (`contact_tolerance`) with unrolled derivatives, the same problem
+    with implicit ones (the same values: reverse mode does not pass a loop that runs to a
+    tolerance, and the converged solve's implicit derivative is the computed step's)."""
+    if problem.contact_tolerance is not None and problem.derivatives == "unrolled":
+        return problem.replace(derivatives="implicit")
+    return problem
+
+
 def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     from scipy.optimize import minimize
 
-    fn = knot_backends.for_problem(problem)
+    fn = knot_backends.for_problem(gradient_problem(problem))
     data = problem.data
     shape = us.shape
     value_and_grad = _lbfgs_value_and_grad(fn, shape)

@@ -93,6 +93,9 @@ class Trajectory:
                 "defects": info["defects"],
                 "contact_residual": info.get("contact_residual"),
                 "unconverged_linearizations": info.get("unconverged_linearizations"),
+                "contact_tolerance": problem.contact_tolerance,
+                "knot_contact_residuals": info.get("knot_contact_residuals"),
+                "unconverged_knots": info.get("unconverged_knots"),
                 **problem_description(problem),
             },
         )

@@ -175,7 +175,7 @@ def _anymal_trot(derivatives="compiled", contact="smooth"):
     one trot period, 0.2 m/s."""
     return make_problem(
         "anymal_c", "trot", 0.5 * (0.5 * 0.15 + 0.15) / 0.56, duration=0.56, dt=0.01,
-        substeps=1, num_sweeps=10, period=0.56, derivatives=derivatives, contact=contact,
+        substeps=1, period=0.56, derivatives=derivatives, contact=contact,
     )  # fmt: skip
 
 
@@ -217,20 +217,19 @@ def test_every_compiled_iteration_equals_the_implicit_one(robot, contact):
         xs, us, mu = a[0], a[1], a[2]["history"][0]["mu"]
 
 
-@pytest.mark.slow  # 2-3 min: the ANYmal trot compiles in C and in JAX (unrolled)
-def test_the_anymal_trot_converges_with_compiled_derivatives():
-    """The trot's compiled solve reaches a point where its (implicit) derivatives predict a
-    decrease that no step gives (Gauss-Seidel sweeps that cycle at its first knot), retries
-    there with the computed step's derivatives and ends `converged` by the stated rule; the
-    JAX implicit solve takes the same iterates (the same status, iterations, switch and cost)."""
+@pytest.mark.slow  # about 40 s: the ANYmal trot compiles in C and in JAX
+def test_the_anymal_trot_converges_on_the_compiled_derivatives_alone():
+    """The ANYmal trot, whose paper-style fixed sweeps cycle at a foot near touchdown, solves
+    its contacts to the tolerance at every linearisation point: the compiled solve ends
+    `converged` by the stated rule without the computed step's unrolled derivatives, and the
+    JAX implicit solve takes the same iterates (the same status, iterations and cost)."""
     a = solve(_anymal_trot(), max_iterations=40, verbose=False)
     assert a.status == "converged", a.meta["reason"]
-    assert a.meta["exact_derivatives_from"] is not None
-    assert "with the derivatives of the computed step (unrolled) from iteration" in a.meta["reason"]
+    assert a.meta["exact_derivatives_from"] is None
+    assert a.meta["unconverged_linearizations"] == 0 and a.meta["unconverged_knots"] == []
     assert all(set(b) == {"library", "seconds", "cached", "units"} for b in a.meta["builds"])
     b = solve(_anymal_trot("implicit"), max_iterations=40, verbose=False)
     assert (b.status, b.iterations) == (a.status, a.iterations)
-    assert b.meta["exact_derivatives_from"] == a.meta["exact_derivatives_from"]
     assert _relative(b.cost, a.cost) < 1e-10
 
 

@@ -36,9 +36,14 @@ def allow_rank_promotion(test):
     return wrapper
 
 
+# IPOPT differentiates through the paper's fixed sweeps (`casadi_model.check_supported`)
+FIXED_SWEEPS = {"contact_tolerance": None, "num_sweeps": 10}
+
+
 def _problem(contact="smooth", control="pd", terrain=None, **kwargs):
     pr = gaits.make_problem(
-        ROBOT, "trot", 0.3, duration=0.06, dt=0.02, substeps=2, contact=contact, control=control
+        ROBOT, "trot", 0.3, duration=0.06, dt=0.02, substeps=2, contact=contact, control=control,
+        **FIXED_SWEEPS,
     )
     if terrain is not None:
         pr = pr.replace_data(params=pr.data.params.replace(terrain=terrain))
@@ -254,7 +259,7 @@ def test_ipopt_and_fddp_reach_the_same_crouch_cost():
     contrary to an earlier note.
     `_assert_smooth_regime` guards that this problem stays away from those kinks.
     """
-    pr = gaits.make_problem(ROBOT, "stand", 0.0, duration=0.2, dt=0.02, substeps=1)
+    pr = gaits.make_problem(ROBOT, "stand", 0.0, duration=0.2, dt=0.02, substeps=1, **FIXED_SWEEPS)
     ref = pr.data.reference
     pr = pr.replace_data(
         reference=dataclasses.replace(ref, base_height=ref.base_height - CROUCH_DROP)
