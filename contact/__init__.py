@@ -23,6 +23,7 @@ from .step import (
     StepInfo,
     activation,
     generalized_forces,
+    impulse_problem,
     make_step,
     step,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "generalized_forces",
     "height",
     "heightfield",
+    "impulse_problem",
     "incline",
     "make_step",
     "plane",

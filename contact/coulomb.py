@@ -213,12 +213,12 @@ def _sweeps(method, num_sweeps, coupled, c, mu, steps, p0, relaxation=1.0):
     return p
 
 
-def _sweeps_to_tolerance(method, max_sweeps, tolerance, coupled, c, mu, steps, p0):
-    """Sweeps from `p0 (k, 3)`, relaxed by `RELAXATION`, until the largest `natural_residual`
-    is at most `tolerance` [m/s], at most `max_sweeps` of them: `(p (k, 3), sweeps ())`. The
-    residual is checked before the first sweep and after each (`lax.while_loop`: forward-mode
-    differentiable, not reverse-mode; under `vmap` every member sweeps until all have stopped,
-    each member's own iterate frozen once it has)."""
+def _sweeps_to_tolerance(method, max_sweeps, tolerance, coupled, c, mu, steps, p0, relaxation):
+    """Sweeps from `p0 (k, 3)`, each update relaxed by `relaxation`, until the largest
+    `natural_residual` is at most `tolerance` [m/s], at most `max_sweeps` of them:
+    `(p (k, 3), sweeps ())`. The residual is checked before the first sweep and after each
+    (`lax.while_loop`: forward-mode differentiable, not reverse-mode; under `vmap` every member
+    sweeps until all have stopped, each member's own iterate frozen once it has)."""
 
     def largest_residual(p):
         velocity = jnp.einsum("iajb,jb->ia", coupled, p) + c
@@ -230,7 +230,7 @@ def _sweeps_to_tolerance(method, max_sweeps, tolerance, coupled, c, mu, steps, p
 
     def sweep(carry):
         p, sweeps, _ = carry
-        p = _sweeps(method, 1, coupled, c, mu, steps, p, RELAXATION)
+        p = _sweeps(method, 1, coupled, c, mu, steps, p, relaxation)
         return p, sweeps + 1, largest_residual(p)
 
     start = (p0, jnp.zeros((), jnp.int32), largest_residual(p0))
@@ -248,6 +248,7 @@ def solve_impulses(
     derivatives: Derivatives = "unrolled",
     velocity_fn=None,
     tolerance: float | None = None,
+    relaxation: float = RELAXATION,
 ):
     """Contact impulses by projected (prox) sweeps: the paper's fixed number, or until the
     fixed point's residual is below a tolerance.
@@ -279,6 +280,8 @@ def solve_impulses(
             same fixed point; the full update can cycle). With implicit derivatives that is
             the converged solve whose derivative is the computed step's; with unrolled ones it
             differentiates in forward mode only (`jvp`, `jacfwd`).
+        relaxation: the converged solve's `theta` in `(0, 1]` (static; default `RELAXATION`);
+            the fixed sweeps always take the paper's full update.
 
     Iteration, with `G~` from `coupled_delassus` and steps `R_i` from `gauss_seidel_steps` /
     `jacobi_steps`:
@@ -312,6 +315,8 @@ def solve_impulses(
     """
     if tolerance is not None and not (tolerance > 0):
         raise ValueError(f"tolerance must be a positive number of m/s or None, got {tolerance!r}")
+    if not (0 < relaxation <= 1):
+        raise ValueError(f"relaxation must be in (0, 1], got {relaxation!r}")
     if method not in METHODS:
         raise ValueError(f"method must be 'gauss_seidel' or 'jacobi', got {method!r}")
     if derivatives not in DERIVATIVES:
@@ -341,7 +346,7 @@ def solve_impulses(
             p = _sweeps(method, num_sweeps, coupled, free, mu, held_steps, p0)
             return p, jnp.asarray(num_sweeps, jnp.int32)
         return _sweeps_to_tolerance(
-            method, num_sweeps, tolerance, coupled, free, mu, held_steps, p0
+            method, num_sweeps, tolerance, coupled, free, mu, held_steps, p0, relaxation
         )
 
     if derivatives == "unrolled":

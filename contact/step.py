@@ -298,21 +298,51 @@ def activation(contact: ContactModel, params: StepParams, gap):
     return jnp.where(gap < cutoff, weight, 0.0)
 
 
+def _midpoint_contact_terms(model, params, state, contact, rigid_body_derivatives="autodiff"):
+    """`M`, `h`, the foot contacts, `J (3k, nv)`, the activation weights `(k,)` and the hard
+    model's speculative opening `(k,)` [m/s] at the Moreau midpoint `q (+) v dt / 2`."""
+    q_mid = integrate(model, state.q, state.v * (0.5 * params.dt))
+    mass, bias, contacts = _dynamics_at(model, params, q_mid, state.v, rigid_body_derivatives)
+    jac = contacts.jacobian.reshape(3 * model.nfeet, model.nv)
+    active = activation(contact, params, contacts.gap)
+    if contact == "hard":  # speculative: a separated contact may close its gap, not more
+        opening = jnp.maximum(contacts.gap, 0.0) / params.dt
+    else:
+        opening = jnp.zeros_like(contacts.gap)
+    return mass, bias, contacts, jac, active, opening
+
+
+def impulse_problem(model: Model, params: StepParams, state: State, tau,
+                    contact: ContactModel = "smooth"):  # fmt: skip
+    """The impulse solve that `step` (hard or smooth) faces at `state` under joint torques
+    `tau (nu,)`: `(G (k, 3, k, 3), c (k, 3), w (k,), mu (k,))`, the Delassus matrix `J M^-1 J^T`
+    and free contact velocity `J v_free` [m/s] at the midpoint (contact frames `[t1, t2, n]`),
+    the activation weights and the friction coefficients: `contact.coulomb.solve_impulses`'
+    inputs, for inspecting or benchmarking the solve."""
+    if contact not in ("hard", "smooth"):
+        raise ValueError(f"contact must be 'hard' or 'smooth', got {contact!r}")
+    k = model.nfeet
+    mass, bias, contacts, jac, active, opening = _midpoint_contact_terms(
+        model, params, state, contact
+    )
+    v_free, minv_jt = _free_velocity_and_response(
+        model, mass, bias, tau, jac, state.v, params.dt
+    )
+    free = (jac @ v_free).reshape(k, 3).at[:, 2].add(opening)
+    friction = jnp.broadcast_to(contacts.friction, (k,))
+    return (jac @ minv_jt).reshape(k, 3, k, 3), free, active, friction
+
+
 def _moreau_step(
     model, params, state, tau, contact, num_sweeps, method, derivatives, rigid_body_derivatives,
     tolerance,
 ):  # fmt: skip
     q, v = state.q, state.v
     dt = params.dt
-    q_mid = integrate(model, q, v * (0.5 * dt))
-    mass, bias, contacts = _dynamics_at(model, params, q_mid, v, rigid_body_derivatives)
     k = model.nfeet
-    jac = contacts.jacobian.reshape(3 * k, model.nv)
-    active = activation(contact, params, contacts.gap)
-    if contact == "hard":  # speculative: a separated contact may close its gap, not more
-        opening = jnp.maximum(contacts.gap, 0.0) / dt
-    else:
-        opening = jnp.zeros_like(contacts.gap)
+    mass, bias, contacts, jac, active, opening = _midpoint_contact_terms(
+        model, params, state, contact, rigid_body_derivatives
+    )
     if derivatives == "implicit":
         impulse, v_next, solve_info = _impulses_differentiated_at_the_solution(
             model, mass, bias, tau, jac, v, dt, active, opening, contacts.friction, num_sweeps,

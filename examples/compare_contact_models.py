@@ -54,6 +54,7 @@ def main(argv=None):
                 num_sweeps=problem.num_sweeps,
                 control=problem.control,
                 kp=float(problem.data.gains[0]),
+                tolerance=problem.contact_tolerance,
             )
             speeds[replay_model] = float((q[-1, 0] - q[0, 0]) / duration)
         table[model_name] = {"status": traj.status, "cost": traj.cost, "speed_in": speeds}

@@ -35,12 +35,13 @@ def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> 
 
 def default_derivatives() -> str:
     """The derivatives "compiled" where the system's C compiler is found
-    (`trajopt.generated_code`), otherwise "unrolled" (JAX), with a note that says so."""
+    (`trajopt.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
+    note that says so."""
     if generated_code.compiler_available():
         return "compiled"
     print(f"note: no C compiler ({generated_code.compiler()}): FDDP runs in JAX "
-          "(--derivatives unrolled), slower per iteration")  # fmt: skip
-    return "unrolled"
+          "(--derivatives implicit), slower per iteration")  # fmt: skip
+    return "implicit"
 
 
 def summarize(traj, problem) -> dict:

@@ -31,8 +31,8 @@ treads; the trot at 0.4 m/s (a foot moves 0.16 m a step) then puts about one foo
 tread. The horizon leaves the hind feet a margin beyond the last riser at the end.
 
 The plan is then re-simulated open loop (`trajopt.replay.resimulate_finer`) at a 2 ms step with
-hard contact and 50 sweeps, finer than the planner's, to show the plan does not rely on the
-planner's approximation. Printed and saved (in the summary, next to the result), for the plan
+hard contact, finer than the planner's, to show the plan does not rely on the planner's
+approximation. Printed and saved (in the summary, next to the result), for the plan
 and the re-simulation: the final base position, the feet on the top landing at the end (x
 beyond the last riser plus the foot radius, z at the landing), the lowest base clearance above
 the tread under it and the largest tilt of the base from upright. Plots, an HTML replay and a
@@ -55,12 +55,12 @@ from contact.terrain import steps
 from trajopt import footholds, residual_library
 from trajopt.gaits import make_problem, with_swing_peak
 from trajopt.kinematic_guess import base_path
+from trajopt.problem import CONTACT_TOLERANCE
 from trajopt.replay import resimulate_finer
 from trajopt.solver import solve
 from viz import save_and_publish
 
 RESIM_STEP = 0.002  # [s] the re-simulation's contact step
-RESIM_SWEEPS = 50
 ON_LANDING = 0.02  # [m] a foot's sphere bottom within this of the landing's height stands on it
 
 
@@ -142,7 +142,7 @@ def climb(model, terrain, q: np.ndarray) -> dict:
 
 
 def summarize(problem, terrain, traj) -> dict:
-    q, _, _, _ = resimulate_finer(problem, traj, step=RESIM_STEP, num_sweeps=RESIM_SWEEPS)
+    q, _, _, _ = resimulate_finer(problem, traj, step=RESIM_STEP)
     plan = climb(problem.model, terrain, traj.q)
     resim = climb(problem.model, terrain, q)
     return {
@@ -158,7 +158,8 @@ def summarize(problem, terrain, traj) -> dict:
         "top_landing_x_m": float(terrain.start_x + terrain.num_steps * terrain.step_length),
         **{f"plan_{k}": v for k, v in plan.items()},
         **{f"resimulated_{k}": v for k, v in resim.items()},
-        "resimulation": f"{RESIM_STEP * 1e3:g} ms step, hard contact, {RESIM_SWEEPS} sweeps",
+        "resimulation": (f"{RESIM_STEP * 1e3:g} ms step, hard contact solved to "
+                         f"{CONTACT_TOLERANCE:g} m/s"),
     }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
+from contact import coulomb
 from dynamics import kinematics as _kin
 from dynamics import newton_euler
 
@@ -135,12 +136,14 @@ def converged_substep_function(problem: P.Problem, m, plane, params: dict,
                                impulse_solve: ca.Function) -> ca.Function:  # fmt: skip
     """`forward_function` for a problem with a `contact_tolerance`: the contact problem, the
     impulse solve to the tolerance (`impulse_solve`, settings `(mu, contact_tolerance,
-    num_sweeps)`) and the completion, composed (MX: the solve is an external C function)."""
+    num_sweeps, coulomb.RELAXATION)`) and the completion, composed (MX: the solve is an
+    external C function)."""
     problem_part = contact_problem_function(problem, m, plane, params)
     completion = after_impulses_function(problem, m, plane, params)
     q, v, u = ca.MX.sym("q", m.nq), ca.MX.sym("v", m.nv), ca.MX.sym("u", m.nu)
     delassus, c, w, tau, v_free, minv_jt = problem_part(q, v, u)
-    settings = ca.DM([plane["friction"], problem.contact_tolerance, problem.num_sweeps])
+    settings = ca.DM([plane["friction"], problem.contact_tolerance, problem.num_sweeps,
+                      coulomb.RELAXATION])  # fmt: skip
     p, steps, residual, _ = impulse_solve(delassus, c, w, settings)
     q_next, v_next, s, forces, total = completion(q, v, tau, v_free, minv_jt, w, p)
     outputs = [q_next, v_next, p, steps, s, forces, total, residual]

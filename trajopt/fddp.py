@@ -28,11 +28,9 @@ Stopping (`info["status"]`, and `info["reason"]` says why in words, with the num
     converged  <=>  a full step (alpha = 1) was taken at mu <= 1e-4 on a feasible trajectory
                     (sum_t |f_t|_1 < defect_tolerance) whose model predicted
                     |dV1| < tolerance (1 + |cost|);
-                    or no step lowers the merit, or the step taken lowers the cost by less
-                    than tolerance (1 + |cost|), where the model, at the iteration's first
+                    or no step lowers the merit where the model, at the iteration's first
                     positive definite Riccati pass, predicts |dV1| < tolerance (1 + |cost|) on a
-                    feasible trajectory (a possibly non-smooth minimum: a kink of the contact
-                    model, where the one-sided derivatives over-predict every step)
+                    feasible trajectory (a possibly non-smooth minimum)
 
 That first pass is at the `mu` the iteration started from. After short steps at kinks of the
 contact model the schedule has raised it, and the step `k ~ -Q_u / mu` and its prediction
@@ -50,12 +48,13 @@ start. With a `time_budget` the first iteration always runs, and a later one is 
 another as long as the last would end past the budget (`next_iteration_overruns`).
 
 Derivatives of the computed step. "implicit" and "compiled" derivatives are those of Coulomb
-contact's fixed point; where `num_sweeps` sweeps stop short of it (or cycle, as Gauss-Seidel
-sweeps can on strongly coupled contacts) they are not the derivatives of the step the rollout
-computes, and the model can predict a decrease no trial gives. So, before "line_search_failed",
-such a solve without a `time_budget` retries the iteration from the same point with
-`exact_derivatives(problem)` (the unrolled ones, exact for the computed step, in JAX) and keeps
-them to the end: `info["exact_derivatives_from"]` is that iteration (None if never). A
+contact's fixed point; where the sweeps stop short of it (the paper's fixed `num_sweeps`, or a
+`contact_tolerance` the solve only just meets) they are not exactly the derivatives of the step
+the rollout computes, and the model can predict a decrease no trial gives. So, before
+"line_search_failed", such a solve without a `time_budget` retries the iteration from the same
+point with `exact_derivatives(problem)` (fixed sweeps: the unrolled derivatives, in JAX; a
+tolerance: the contact solved 100 times tighter) and keeps them to the end:
+`info["exact_derivatives_from"]` is that iteration (None if never). A
 real-time solve (with a `time_budget`) keeps its derivatives, as the switch's first use
 compiles.
 
@@ -87,13 +86,15 @@ from . import problem as P
 from .shooting import ALPHAS
 
 # Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as
-# converged. FDDP differentiates what `num_sweeps` sweeps computed (the step's default, unrolled
-# derivatives), so its model and derivatives agree either way; above the tolerance that model
-# is not yet Coulomb contact's fixed point at this point, and the step's opt-in implicit
-# derivatives (of the exact solution) would differ from the computed step's, the gap growing
-# with the residual (BENCHMARKS.md, "Derivatives through contact").
-CONTACT_RESIDUAL_TOLERANCE = 1e-4
+# converged with the paper's fixed sweeps (a problem without a `contact_tolerance`): the planners'
+# tolerance. Above it the optimised dynamics are not yet Coulomb contact's fixed point there, and
+# the implicit derivatives (of the exact solution) differ from the computed step's, the gap
+# growing with the residual (BENCHMARKS.md, "Derivatives through contact").
+CONTACT_RESIDUAL_TOLERANCE = P.CONTACT_TOLERANCE
 EXACT_NOTE = "the derivatives of the computed step (unrolled)"  # `exact_derivatives`
+# A converged contact solve's retry (`exact_derivatives`): its tolerance times TIGHTENING, not
+# below TIGHTEST [m/s] (the residual's rounding floor on these problems is about 1e-15)
+TIGHTENING, TIGHTEST = 1e-2, 1e-10
 TIMING_PARTS = fddp_step.ITERATION_PARTS + ("other",)  # `info["timing"]`'s keys
 
 
@@ -112,13 +113,24 @@ def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = 
 
 
 def exact_derivatives(problem: P.Problem) -> P.Problem | None:
-    """`problem` with the derivatives of the computed step ("unrolled": through the sweeps
-    `contact.step` runs), the same data, or None where its derivatives already are those:
-    unrolled ones, or a converged contact solve's (a `contact_tolerance`), whose implicit
-    derivative is the computed step's."""
-    if problem.derivatives == "unrolled" or problem.contact_tolerance is not None:
+    """`problem` with derivatives that are the computed step's, the same data, or None where
+    its derivatives already are those or no closer ones exist. Fixed sweeps: the unrolled
+    derivatives (through the sweeps `contact.step` runs). A contact solve converged to a
+    tolerance: the same solve to `TIGHTENING` times it (the implicit derivative is the
+    computed step's to within the residual), down to `TIGHTEST`."""
+    if problem.contact_tolerance is not None:
+        tighter = problem.contact_tolerance * TIGHTENING
+        return None if tighter < TIGHTEST else problem.replace(contact_tolerance=tighter)
+    if problem.derivatives == "unrolled":
         return None
     return problem.replace(derivatives="unrolled")
+
+
+def exact_note(problem: P.Problem) -> str:
+    """What `exact_derivatives(problem)` changes, in words (the solve's reason and output)."""
+    if problem.contact_tolerance is not None:
+        return f"the contact solved to {problem.contact_tolerance * TIGHTENING:g} m/s"
+    return EXACT_NOTE
 
 
 def next_iteration_overruns(elapsed: float, last_iteration: float, budget: float) -> bool:
@@ -303,7 +315,7 @@ def solve_fddp(
                 exact_from, fn = iteration, knot_backends.for_problem(exact)
                 linearize = fn.linearize_in_two_threads if two_threads else fn.linearize_all
                 if verbose:
-                    print(f"{iteration:>4} no step: retrying with {EXACT_NOTE}")
+                    print(f"{iteration:>4} no step: retrying with {exact_note(problem)}")
                 contact_residuals.pop()
                 iteration -= 1
                 mu = mu0
@@ -351,18 +363,6 @@ def solve_fddp(
             reason = converged_reason(abs(dV1), gaps, decrease_bound(cost, tolerance),
                                       "a full step at mu <= 1e-4")  # fmt: skip
             break
-        # Converged at a kink: the model predicted a negligible change and the step taken
-        # changed the cost by less than that bound, on a feasible trajectory.
-        bound = decrease_bound(cost, tolerance)
-        if (first is not None and first[0] < bound and gaps < defect_tolerance
-                and cost_before - cost < bound):  # fmt: skip
-            status = "converged"
-            reason = converged_reason(
-                first[0], gaps, bound,
-                f"a step of {alpha:g} lowered the cost by only {cost_before - cost:.3g} "
-                f"(the first pass's mu {first[2]:.0e}, step max |k| = {first[1]:.3g})",
-            )  # fmt: skip
-            break
         now = time.perf_counter()
         if (time_budget is not None and iteration < max_iterations
                 and next_iteration_overruns(now - start, now - began, time_budget)):  # fmt: skip
@@ -373,7 +373,7 @@ def solve_fddp(
         limit = max_iterations if status == "max_iterations" else time_budget
         reason = budget_reason(status, iteration, prediction, bound, gaps, limit)
     if exact_from is not None:
-        reason += (f"; with {EXACT_NOTE} from iteration {exact_from}, where the "
+        reason += (f"; with {exact_note(problem)} from iteration {exact_from}, where the "
                    f"{problem.derivatives} ones predicted a decrease no step gave")  # fmt: skip
     wall_time = time.perf_counter() - start
     timing["other"] = max(wall_time - sum(timing.values()), 0.0)

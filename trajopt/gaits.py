@@ -217,7 +217,7 @@ def make_problem(
     params: StepParams | None = None,
     initial_state: State | None = None,
     period: float | None = None,
-    derivatives: P.ProblemDerivatives = "unrolled",
+    derivatives: P.ProblemDerivatives = "implicit",
 ) -> P.Problem:
     """A gait problem for a robot.
 

@@ -9,14 +9,14 @@
  *
  * inputs   delassus G (3NF, 3NF) dense column-major, contact frames [t1, t2, n] per contact;
  *          c (3NF) free contact velocity [m/s]; w (NF) activation weights;
- *          settings (3): mu, tolerance [m/s], most sweeps
+ *          settings (4): mu, tolerance [m/s], most sweeps, relaxation theta
  * outputs  p (3NF) unit-weight impulses [N s] (the impulses are w_i p_i); steps R (3NF);
  *          residual: max_i |R_i^-1 (p_i - proj_K(p_i - R_i u_i))| [m/s]; sweeps run
  *
  * With G~_ij = w_j G_ij (j != i), G~_ii = G_ii, u_i = sum_j G~_ij p_j + c_i:
  *     R_i = diag(r_t, r_t, r_n),  r_t = 1 / lambda_max(G_ii,tt),  r_n = 1 / G_ii,nn
  *     p_i <- proj_K(-G_ii^-1 c_i)                                   (start)
- *     p_i <- p_i + theta (proj_K(p_i - R_i u_i) - p_i),  i = 1..NF   (one sweep, theta = 0.8)
+ *     p_i <- p_i + theta (proj_K(p_i - R_i u_i) - p_i),  i = 1..NF   (one sweep)
  * until the residual is at most the tolerance (checked at the start and after each sweep) or
  * the most sweeps have run. proj_K keeps p_n and scales p_t into the disk |p_t| <= mu p_n
  * (p_n <= 0: zero). The same operations, in the same order, as the JAX solve.
@@ -28,7 +28,6 @@
 #endif
 
 #define K3 (3 * NF)
-#define RELAXATION 0.8
 #define PASTE(a, b) a##b
 #define NAME(a, b) PASTE(a, b)
 #define SOLVE NAME(impulse_solve_, NF)
@@ -39,7 +38,7 @@ typedef long long casadi_int;
 static casadi_int sp_delassus[2 + K3 + 1 + K3 * K3];
 static casadi_int sp_contact[2 + 1 + 1 + K3];
 static casadi_int sp_weights[2 + 1 + 1 + NF];
-static casadi_int sp_settings[2 + 1 + 1 + 3];
+static casadi_int sp_settings[2 + 1 + 1 + 4];
 static casadi_int sp_scalar[2 + 1 + 1 + 1];
 
 static void dense(casadi_int *sp, int rows, int cols) {
@@ -54,7 +53,7 @@ static void patterns(void) {
     dense(sp_delassus, K3, K3);
     dense(sp_contact, K3, 1);
     dense(sp_weights, NF, 1);
-    dense(sp_settings, 3, 1);
+    dense(sp_settings, 4, 1);
     dense(sp_scalar, 1, 1);
 }
 
@@ -144,7 +143,7 @@ int SOLVE(const double **arg, double **res, casadi_int *iw, double *w_, int mem)
     (void)w_;
     (void)mem;
     const double *g = arg[0], *c = arg[1], *w = arg[2], *settings = arg[3];
-    const double mu = settings[0], tolerance = settings[1];
+    const double mu = settings[0], tolerance = settings[1], relaxation = settings[3];
     const int most = (int)settings[2];
     double p[K3], steps[K3];
     for (int i = 0; i < NF; ++i) {
@@ -179,7 +178,7 @@ int SOLVE(const double **arg, double **res, casadi_int *iw, double *w_, int mem)
             contact_velocity(g, c, w, p, i, u);
             for (int a = 0; a < 3; ++a) trial[a] = p[3 * i + a] - steps[3 * i + a] * u[a];
             project(trial, mu, target);
-            for (int a = 0; a < 3; ++a) p[3 * i + a] += RELAXATION * (target[a] - p[3 * i + a]);
+            for (int a = 0; a < 3; ++a) p[3 * i + a] += relaxation * (target[a] - p[3 * i + a]);
         }
         ++sweeps;
         residual = largest_residual(g, c, w, p, steps, mu);

@@ -71,8 +71,8 @@ CASADI_CONTACTS: tuple[ContactModel, ...] = ("hard", "smooth")
 # The planners' impulse solve sweeps until its Coulomb fixed-point residual is at most
 # CONTACT_TOLERANCE [m/s] (`contact.coulomb.solve_impulses(tolerance=)`), at most MAX_SWEEPS
 # sweeps; `Problem(contact_tolerance=None, num_sweeps=n)` is the paper's fixed-sweep model.
-CONTACT_TOLERANCE = 1e-6
-MAX_SWEEPS = 500
+CONTACT_TOLERANCE = 1e-4
+MAX_SWEEPS = 2000
 
 
 @jax.tree_util.register_dataclass
@@ -137,13 +137,14 @@ class Problem:
     name: e.g. "trot"; robot: the robot's name. data: `ProblemData`. terms: the problem's own
     residual terms (`trajopt.terms.Term`, added by `with_terms`) next to the fixed ones.
     derivatives: how the solvers' Jacobians differentiate the impulse solve (`contact.step`):
-    "unrolled" (default: through the sweeps, the derivative of the computed step) or "implicit"
-    (at the solution: the derivative of the exact Coulomb fixed point, cheaper; at 10 sweeps it
-    differs from the computed step's by a few per cent, BENCHMARKS.md "Derivatives through
-    contact"), or "compiled": the implicit derivatives, evaluated for FDDP's knot
-    linearisation by C code that CasADi generates (`trajopt.compiled_knots`: hard and smooth
-    contact on plane terrains; a C compiler at the first use). The dynamics themselves are the
-    same either way.
+    "implicit" (default: at the solution, the derivative of the exact Coulomb fixed point,
+    which a converged solve's computed step has; with the paper's fixed sweeps it differs from
+    the computed step's by a few per cent at 10 sweeps, BENCHMARKS.md "Derivatives through
+    contact"), "unrolled" (through the sweeps, the derivative of the computed step; forward
+    mode through a converged solve's loop, dearer), or "compiled": the implicit derivatives,
+    evaluated for FDDP's knot linearisation by C code that CasADi generates
+    (`trajopt.compiled_knots`: hard and smooth contact on plane terrains; a C compiler at the
+    first use). The dynamics themselves are the same either way.
     """
 
     model: Model
@@ -154,7 +155,7 @@ class Problem:
     num_sweeps: int = MAX_SWEEPS
     control: ControlKind = "pd"
     name: str = "custom"
-    derivatives: ProblemDerivatives = "unrolled"
+    derivatives: ProblemDerivatives = "implicit"
     terms: tuple = ()
     contact_tolerance: float | None = CONTACT_TOLERANCE
 

@@ -19,6 +19,8 @@ from contact import step as contact_step
 from dynamics.configuration import State
 from dynamics.model import Model
 
+from .problem import CONTACT_TOLERANCE, MAX_SWEEPS
+
 
 def resimulate(
     model: Model,
@@ -30,8 +32,10 @@ def resimulate(
     num_sweeps: int = 10,
     control: str = "pd",
     kp: float = 0.0,
+    tolerance: float | None = None,
 ):
-    """Replay `traj.u` from `(traj.q[0], traj.v[0])`.
+    """Replay `traj.u` from `(traj.q[0], traj.v[0])`, the impulse solve as `contact.step`'s
+    (`num_sweeps` sweeps, to `tolerance` when one is given).
 
     Returns `(q (T+1, nq), v (T+1, nv), force (T, nfeet, 3), tau (T, nu))`: knot states, mean
     contact forces per knot and the largest motor torque per knot and joint (PD: clipped
@@ -47,7 +51,8 @@ def resimulate(
 
     def sub(state, u):
         tau = motor(state, u)
-        nxt, info = contact_step(model, params, state, tau, contact=contact, num_sweeps=num_sweeps)
+        nxt, info = contact_step(model, params, state, tau, contact=contact, num_sweeps=num_sweeps,
+                                 tolerance=tolerance)  # fmt: skip
         return nxt, (info.force, tau - params.joint_damping * nxt.v[nvb:])
 
     def knot(state, u):
@@ -74,18 +79,21 @@ def resimulate_problem(problem, traj):
         num_sweeps=problem.num_sweeps,
         control=problem.control,
         kp=float(problem.data.gains[0]),
+        tolerance=problem.contact_tolerance,
     )
 
 
 def resimulate_finer(problem, traj, *, step: float = 0.002, contact: ContactModel = "hard",
-                     num_sweeps: int = 50):  # fmt: skip
+                     num_sweeps: int = MAX_SWEEPS,
+                     tolerance: float | None = CONTACT_TOLERANCE):  # fmt: skip
     """`resimulate` of the plan's controls at a contact step of about `step` [s] (the knot
-    split into `round(dt_knot / step)` sub-steps), with `contact` and `num_sweeps`: finer than
-    the planner's, so that a plan which holds does not rely on its approximation."""
+    split into `round(dt_knot / step)` sub-steps), with `contact` and the impulse solve to
+    `tolerance` (at most `num_sweeps` sweeps): finer than the planner's, so that a plan which
+    holds does not rely on its approximation."""
     if not (np.isfinite(step) and 0.0 < step <= problem.dt_knot):
         raise ValueError(f"step must be in (0, dt_knot = {problem.dt_knot}] s, got {step}")
     substeps = max(int(round(problem.dt_knot / step)), 1)
     params = dataclasses.replace(problem.data.params, dt=problem.dt_knot / substeps)
     return resimulate(problem.model, params, traj, substeps=substeps, contact=contact,
                       num_sweeps=num_sweeps, control=problem.control,
-                      kp=float(problem.data.gains[0]))  # fmt: skip
+                      kp=float(problem.data.gains[0]), tolerance=tolerance)  # fmt: skip

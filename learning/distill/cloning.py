@@ -178,7 +178,7 @@ def expert_rollouts(
         else:
             if mpc is None:
                 mpc = controllers.mpc.MPC(robot, gait, command,
-                                          **(mpc_options or DEFAULT_MPC_OPTIONS))
+                                          **{**DEFAULT_MPC_OPTIONS, **(mpc_options or {})})
             rng = np.random.default_rng([run_seed, zlib.crc32(name.encode())])
 
             def noisy(obs, expert, rng=rng):
@@ -228,7 +228,7 @@ def dagger(
     states are from the expert's choice), the loss after, and the closed-loop tracking error of
     the policy alone (`evaluate_policy`) after retraining."""
     mpc = controllers.mpc.MPC(plant.robot, gait, commands[0],
-                              **(mpc_options or DEFAULT_MPC_OPTIONS))
+                              **{**DEFAULT_MPC_OPTIONS, **(mpc_options or {})})
     period = mpc.gait_period if policy.clock else None
     policy_fn = eqx.filter_jit(lambda p, o: p(o))
     dtype = policy.normalizer.mean.dtype
@@ -296,7 +296,7 @@ def failure_runs(
         raise ValueError(f"seconds must be positive, got {seconds}")
     commands = np.asarray(commands, dtype=float).reshape(-1, 3)
     mpc = controllers.mpc.MPC(plant.robot, gait, tuple(commands[0]),
-                              **(mpc_options or DEFAULT_MPC_OPTIONS))
+                              **{**DEFAULT_MPC_OPTIONS, **(mpc_options or {})})
     policy_fn = eqx.filter_jit(lambda p, o: p(o))
     parts, falls = [], []
     for k, student in enumerate(students):

@@ -119,11 +119,19 @@ def pairs_from_trajectory(traj, command, q_default, *, gait_period: float | None
     return np.asarray(obs), actions
 
 
+# The planner of the distillation's plans and MPC experts: the paper's fixed 10 sweeps,
+# differentiated through them, as every shipped policy was made (`trajopt.make_problem`'s
+# default is the contact solve converged to a tolerance, with implicit derivatives). Options a
+# caller gives replace these.
+PLANNER = {"contact_tolerance": None, "num_sweeps": 10, "derivatives": "unrolled"}
+
+
 def command_problem(robot: str, gait: str, command, *, duration: float, **options):
-    """`make_problem` with the full command `(vx, vy, yaw_rate)` in every knot's reference."""
+    """`make_problem` (with `PLANNER`'s settings unless `options` name others) with the full
+    command `(vx, vy, yaw_rate)` in every knot's reference."""
     command = np.asarray(command, dtype=float)
     pr = make_problem(robot, gait, float(command[0]), duration=duration, dt=CONTROL_DT,
-                      lateral_velocity=float(command[1]), **options)  # fmt: skip
+                      lateral_velocity=float(command[1]), **{**PLANNER, **options})  # fmt: skip
     ref = pr.data.reference
     velocity = jnp.tile(jnp.asarray(command, dtype=ref.base_velocity.dtype), (pr.horizon + 1, 1))
     return pr.replace_data(reference=dataclasses.replace(ref, base_velocity=velocity))

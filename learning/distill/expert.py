@@ -27,9 +27,10 @@ from dynamics.configuration import State
 
 from ..plant import Plant
 from ..policy import ACTION_SCALE, CONTROL_DT, joint_targets, observation_from_state
-from .dataset import Dataset
+from .dataset import PLANNER, Dataset
 
-DEFAULT_MPC_OPTIONS = {"horizon": 0.5}  # the default expert: `MPC` with a 0.5 s horizon
+# the default expert: `MPC` with a 0.5 s horizon on the distillation's planner (`PLANNER`)
+DEFAULT_MPC_OPTIONS = {"horizon": 0.5, **PLANNER}
 
 _OBSERVATION = jax.jit(observation_from_state)  # shared by every expert run of the process
 

@@ -2,12 +2,13 @@
 
 Scenario (identical in both engines): the robot starts at its standing pose lifted 0.2 m, at
 rest, and falls onto flat ground (mu = 0.8) while a joint PD controller holds the standing joint
-angles with the same gains (`dynamics.actuator.default_gains`, the robot record's) and the same effort clipping as
-`dynamics.actuator.pd_torque`, computed each step from the current state (MuJoCo's `qpos/qvel`
-mapped to our convention), at dt = 2 ms for 3 s. MuJoCo runs the MJCF generated from the same
-`dynamics.Model` (`dynamics.mjcf`: same inertias, foot spheres and friction, no meshes, exact
-elliptic cone, near-rigid contact), torques applied through `qfrc_applied`. Our `hard` and
-`smooth` models are compared; all quantities are averaged over the last 0.5 s.
+angles with the same gains (`dynamics.actuator.default_gains`, the robot record's) and the same
+effort clipping as `dynamics.actuator.pd_torque`, computed each step from the current state
+(MuJoCo's `qpos/qvel` mapped to our convention), at dt = 2 ms for 3 s. MuJoCo runs the MJCF
+generated from the same `dynamics.Model` (`dynamics.mjcf`: same inertias, foot spheres and
+friction, no meshes, exact elliptic cone, near-rigid contact), torques applied through
+`qfrc_applied`. Our `hard` and `smooth` models are compared; all quantities are averaged over
+the last 0.5 s.
 
 What is compared, with the tolerance and why:
 

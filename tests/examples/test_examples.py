@@ -39,11 +39,12 @@ def test_inspect_robot_example(tmp_path):
 
 
 def test_solve_trot_example(tmp_path):
-    """Tiny settings, in JAX (`--derivatives unrolled`: the programs the later tests of this file
-    reuse); the main job's compiled default is tests/trajopt/test_trajopt_gaits.py's (slow)."""
+    """Tiny settings, in JAX (`--derivatives implicit`: the programs the later tests of this
+    file reuse); the main job's compiled default is tests/trajopt/test_trajopt_gaits.py's
+    (slow)."""
     traj, summary = _load("solve_trot").main(
         ["--robot", "solo12", "--velocity", "0.3", "--duration", "0.06", "--iterations", "2",
-         "--derivatives", "unrolled", "--out", str(tmp_path), "--quiet", "--no-view"]
+         "--derivatives", "implicit", "--out", str(tmp_path), "--quiet", "--no-view"]
     )  # fmt: skip
     assert (tmp_path / "trot_solo12.npz").exists() and (tmp_path / "trot_solo12.json").exists()
     assert summary["status"] in ("converged", "max_iterations")
@@ -53,7 +54,7 @@ def test_solve_trot_example(tmp_path):
     assert summary["plots"] == [str(tmp_path / f"trot_solo12_{n}.png") for n in names]
     assert all(os.path.getsize(p) > 10_000 for p in summary["plots"])
     assert summary["html"] == str(tmp_path / "trot_solo12.html") and summary["meshcat_url"] is None
-    assert summary["derivatives"] == "unrolled"
+    assert summary["derivatives"] == "implicit"
 
 
 def test_solve_trot_runs_in_jax_without_a_c_compiler(monkeypatch, capsys):
@@ -63,7 +64,7 @@ def test_solve_trot_runs_in_jax_without_a_c_compiler(monkeypatch, capsys):
     monkeypatch.setattr(example.generated_code, "compiler_available", lambda: True)
     assert example.default_derivatives() == "compiled"
     monkeypatch.setattr(example.generated_code, "compiler_available", lambda: False)
-    assert example.default_derivatives() == "unrolled"
+    assert example.default_derivatives() == "implicit"
     assert "no C compiler" in capsys.readouterr().out
 
 

@@ -40,7 +40,8 @@ def test_the_c_solve_is_the_jax_solve(k, seed):
     tolerance, most = 1e-8, 500
     solve = generated_code.impulse_solve_function(k)
     p, steps, residual, sweeps = (np.asarray(x).reshape(-1) for x in
-                                  solve(g, c.reshape(-1), w, [MU, tolerance, most]))  # fmt: skip
+                                  solve(g, c.reshape(-1), w,
+                                        [MU, tolerance, most, coulomb.RELAXATION]))  # fmt: skip
     impulses, info = coulomb.solve_impulses(
         jnp.asarray(g), jnp.asarray(c), MU, jnp.asarray(w), most, tolerance=tolerance
     )
@@ -58,7 +59,7 @@ def test_the_c_solve_is_the_jax_solve(k, seed):
 def test_the_c_solve_stops_at_the_most_sweeps_and_says_so():
     g, c, w = _case(0, 4)
     solve = generated_code.impulse_solve_function(4)
-    _, _, residual, sweeps = solve(g, c.reshape(-1), w, [MU, 1e-30, 3])
+    _, _, residual, sweeps = solve(g, c.reshape(-1), w, [MU, 1e-30, 3, coulomb.RELAXATION])
     assert int(sweeps) == 3
     assert float(residual) > 1e-30
 
