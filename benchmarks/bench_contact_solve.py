@@ -115,7 +115,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--relaxations", type=float, nargs="+", default=[1.0, 0.9, 0.8, 0.7, 0.5])
     parser.add_argument("--iterates", type=int, nargs="+", default=[0, 3, 8, 30])
-    parser.add_argument("--tolerance", type=float, default=1e-6)
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="[m/s] (default the planners', trajopt.problem.CONTACT_TOLERANCE)")
     parser.add_argument("--most", type=int, default=2000)
     parser.add_argument("--problems", type=int, default=len(PROBLEMS),
                         help="use the first this many of the robot/gait problems")  # fmt: skip
@@ -126,6 +127,10 @@ def main(argv=None):
 
     jax.config.update("jax_enable_x64", True)
     from benchmarks.markdown_report import publish
+    from trajopt.problem import CONTACT_TOLERANCE
+
+    if args.tolerance is None:
+        args.tolerance = CONTACT_TOLERANCE
 
     if 1.0 not in args.relaxations:
         args.relaxations = [1.0, *args.relaxations]

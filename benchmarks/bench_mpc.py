@@ -124,6 +124,8 @@ def main(argv=None):
         rows.append((k, latency, lookahead, summary))
         print(k, latency, lookahead, summary, flush=True)
     load_after = os.getloadavg()[0]
+    from trajopt.problem import CONTACT_TOLERANCE
+
     lines = [
         HEADING,
         "",
@@ -136,7 +138,8 @@ def main(argv=None):
         f"{load_after:.2f} after (other processes share this 2-core machine)",
         f"- Versions: {versions('jax', 'jaxlib', 'numpy')}",
         f"- Problem: {args.robot} trot at {args.velocity} m/s, horizon 0.5 s at 20 ms (25 knots, "
-        f"2 substeps, smooth contact, 10 sweeps, {args.derivatives} derivatives), "
+        f"2 substeps, smooth contact solved to {CONTACT_TOLERANCE:g} m/s, "
+        f"{args.derivatives} derivatives), "
         f"{args.iterations} FDDP iteration(s) per cycle, "
         f"wall budget {args.budget} s per cycle; plant: `contact.step` at 2 ms, smooth, 20 sweeps; "
         f"{args.seconds} s simulated per row, tracking measured after the first second.",
