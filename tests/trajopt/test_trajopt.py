@@ -370,12 +370,15 @@ def test_fddp_stops_at_the_first_iteration_that_meets_its_rule_and_not_before(
     assert [r["cost"] for r in early.history] == [r["cost"] for r in strict.history[: stop + 1]]
 
 
-def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(short_problem, monkeypatch):
+def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(smooth_short_problem,
+                                                                       monkeypatch):  # fmt: skip
     """Residual Jacobians of the wrong sign (derivatives that are not the computed step's): the
     model predicts a decrease along an ascent direction, no step length lowers the merit at any
     `mu` up to `MU_MAX`, and the solve stops at its start with the reason in numbers: the
     predicted decrease (the first pass's, computed here again), the smallest step's change
-    (positive) and the `mu` range."""
+    (positive) and the `mu` range. (Unrolled derivatives of fixed sweeps: nothing to retry
+    with.)"""
+    short_problem = smooth_short_problem
     fn = knot_backends.for_problem(short_problem)
     true_linearize = fn.linearize_all
 
