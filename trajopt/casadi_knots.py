@@ -235,52 +235,23 @@ def knot_forward_function(problem: P.Problem, m, plane, params: dict,
     substeps' mean, world, `[f_0, f_1, ...]`), `taus (nu,)` (per joint the substep of largest
     magnitude, the first on ties, as `jnp.argmax`).
 
-    With the problem's `contact_tolerance`, the substeps are `converged_substep_function`'s
-    (`impulse_solve` needed) and the knot an MX function around them."""
-    if problem.contact_tolerance is not None:
-        substep = forward_function(problem, m, plane, params, impulse_solve)
-        return converged_knot_forward_function(problem, m, substep)
-    nq, nv, nu = m.nq, m.nv, m.nu
-    nxq, nx = nq + nv + nu, 2 * nv + nu
-    x_hat, x_t = ca.SX.sym("x_hat", nxq), ca.SX.sym("x_t", nxq)
-    u_t, k_t = ca.SX.sym("u_t", nu), ca.SX.sym("k_t", nu)
-    gains, f_next, alpha = ca.SX.sym("K_t", nu, nx), ca.SX.sym("f_next", nx), ca.SX.sym("alpha")
-    local = ca.vertcat(
-        difference(m, x_t[:nq], x_hat[:nq]), x_hat[nq : nq + nv] - x_t[nq : nq + nv],
-        x_hat[nq + nv :] - x_t[nq + nv :],
-    )  # fmt: skip
-    u = u_t + alpha * k_t + gains @ local
-    q, v = x_hat[:nq], x_hat[nq : nq + nv]
-    forces, taus = 0, None
-    for _ in range(problem.substeps):
-        tau = joint_torque(problem, m, q, v, u)
-        parts = moreau_step_parts(
-            m, params, plane, q, v, tau, problem.contact, problem.num_sweeps
-        )
-        q, v = parts["q_next"], parts["v_next"]
-        total = tau - params["joint_damping"] * v[nv - nu :]
-        taus = total if taus is None else ca.if_else(ca.fabs(total) > ca.fabs(taus), total, taus)
-        forces = forces + ca.vec(parts["forces"].T)
-    forces = forces / problem.substeps
-    step = (alpha - 1.0) * f_next
-    following = ca.vertcat(
-        integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :]
-    )
-    return ca.Function(
-        "knot_forward", [x_hat, x_t, u_t, k_t, gains, f_next, alpha],
-        [following, u, ca.vertcat(q, v, u), forces, taus],
-        KNOT_FORWARD_INPUTS, KNOT_FORWARD_OUTPUTS,
-    )  # fmt: skip
+    The knot is a graph of calls: the control law, the substeps (`forward_function`) and the
+    defect step. With the problem's `contact_tolerance` the substeps are
+    `converged_substep_function`'s (`impulse_solve` needed) and the graph MX; without, all
+    SX (the calls inline)."""
+    substep = forward_function(problem, m, plane, params, impulse_solve)
+    graph = ca.SX if problem.contact_tolerance is None else ca.MX
+    return knot_forward_around(problem, m, substep, graph)
 
 
 KNOT_FORWARD_INPUTS = ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"]
 KNOT_FORWARD_OUTPUTS = ["next", "u", "reached", "forces", "taus"]
 
 
-def converged_knot_forward_function(problem: P.Problem, m, substep: ca.Function) -> ca.Function:
+def knot_forward_around(problem: P.Problem, m, substep: ca.Function, graph) -> ca.Function:
     """`knot_forward_function` around the substep function `substep` (`forward_function`'s
-    signature; an MX function): the control law, the peak torque and the defect step are SX
-    functions, called from an MX graph."""
+    signature): the control law, the peak torque and the defect step are SX functions, called
+    with the symbols of `graph` (`ca.MX`, or `ca.SX` where `substep` is SX: the calls inline)."""
     nq, nv, nu = m.nq, m.nv, m.nu
     nxq, nx = nq + nv + nu, 2 * nv + nu
     sx = {"x_hat": ca.SX.sym("x_hat", nxq), "x_t": ca.SX.sym("x_t", nxq),
@@ -305,13 +276,13 @@ def converged_knot_forward_function(problem: P.Problem, m, substep: ca.Function)
         "knot_defect_step", [q, v, u, sx["f_next"], sx["alpha"]],
         [ca.vertcat(integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :])],
     )  # fmt: skip
-    mx = {"x_hat": ca.MX.sym("x_hat", nxq), "x_t": ca.MX.sym("x_t", nxq),
-          "u_t": ca.MX.sym("u_t", nu), "k_t": ca.MX.sym("k_t", nu),
-          "K_t": ca.MX.sym("K_t", nu, nx), "f_next": ca.MX.sym("f_next", nx),
-          "alpha": ca.MX.sym("alpha")}  # fmt: skip
-    inputs = [mx[n] for n in KNOT_FORWARD_INPUTS]
+    outer = {"x_hat": graph.sym("x_hat", nxq), "x_t": graph.sym("x_t", nxq),
+          "u_t": graph.sym("u_t", nu), "k_t": graph.sym("k_t", nu),
+          "K_t": graph.sym("K_t", nu, nx), "f_next": graph.sym("f_next", nx),
+          "alpha": graph.sym("alpha")}  # fmt: skip
+    inputs = [outer[n] for n in KNOT_FORWARD_INPUTS]
     u_mx = control_law(*inputs)
-    q_mx, v_mx = mx["x_hat"][:nq], mx["x_hat"][nq : nq + nv]
+    q_mx, v_mx = outer["x_hat"][:nq], outer["x_hat"][nq : nq + nv]
     forces, peak_taus = 0, None
     for _ in range(problem.substeps):
         out = dict(zip(FORWARD_OUTPUTS, substep(q_mx, v_mx, u_mx), strict=True))
@@ -319,7 +290,7 @@ def converged_knot_forward_function(problem: P.Problem, m, substep: ca.Function)
         peak_taus = out["total"] if peak_taus is None else peak(out["total"], peak_taus)
         forces = forces + out["forces"]
     forces = forces / problem.substeps
-    following = defect_step(q_mx, v_mx, u_mx, mx["f_next"], mx["alpha"])
+    following = defect_step(q_mx, v_mx, u_mx, outer["f_next"], outer["alpha"])
     return ca.Function(
         "knot_forward", inputs,
         [following, u_mx, ca.vertcat(q_mx, v_mx, u_mx), forces, peak_taus],

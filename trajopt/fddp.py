@@ -129,7 +129,7 @@ def exact_derivatives(problem: P.Problem) -> P.Problem | None:
 def exact_note(problem: P.Problem) -> str:
     """What `exact_derivatives(problem)` changes, in words (the solve's reason and output)."""
     if problem.contact_tolerance is not None:
-        return f"the contact solved to {problem.contact_tolerance * TIGHTENING:g} m/s"
+        return f"the contact solved to {exact_derivatives(problem).contact_tolerance:g} m/s"
     return EXACT_NOTE
 
 
@@ -326,7 +326,6 @@ def solve_fddp(
                                             contact_residual)  # fmt: skip
             break
         alpha, K, dV1, k_max = step.alpha, step.K, step.dV1, step.k_max
-        cost_before = cost
         xs, us, cost, terms, defects, forces, taus = step.trial
         feedback = K
         mu = float(fddp_step.next_mu(mu, alpha))
@@ -340,9 +339,6 @@ def solve_fddp(
             "mu": mu,
             "expected": float(-dV1),
             "step_size": k_max,  # max |k| of the accepted step's Riccati pass
-            # |dV1| of the iteration's first positive definite pass, at the mu it started from
-            "first_expected": None if first is None else float(first[0]),
-            "decrease": cost_before - cost,  # the step's change of the cost
             "contact_residual": contact_residual,  # at the point this iteration linearised
             "terms": {k_: float(v) for k_, v in terms.items()},
         }
