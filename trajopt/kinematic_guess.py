@@ -23,10 +23,7 @@ States for multiple shooting: the kinematic knots, velocities by finite differen
 
 from __future__ import annotations
 
-import functools
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from contact.terrain import height as terrain_height
@@ -35,6 +32,19 @@ from . import problem as P
 
 IK_ITERATIONS = 30
 IK_DAMPING = 1e-6
+
+
+def configuration_steps(q: np.ndarray) -> np.ndarray:
+    """`(T, nv)`: `q[t+1] (-) q[t]` of free-flyer configurations `q (T+1, 7 + n_j)` (base
+    `[p, quat xyzw]` in the world): the base twist `log6(M_t^-1 M_{t+1})` in the base frame
+    (linear, angular), then the joint differences. Pinocchio's SE(3) log, in NumPy."""
+    import pinocchio as pin
+
+    base = np.array([
+        pin.log6(pin.XYZQUATToSE3(a).actInv(pin.XYZQUATToSE3(b))).vector
+        for a, b in zip(q[:-1, 0:7], q[1:, 0:7], strict=True)
+    ]).reshape(-1, 6)  # fmt: skip
+    return np.concatenate([base, q[1:, 7:] - q[:-1, 7:]], axis=1)
 
 
 def pinocchio_feet(model):
@@ -132,7 +142,8 @@ def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray
 
     model = problem.model
     ref = problem.data.reference
-    terrain = problem.data.params.terrain
+    # host copies: a plane's height is then NumPy arithmetic, not a JAX program
+    terrain = jax.device_get(problem.data.params.terrain)
     dt = problem.dt_knot
     q0 = np.asarray(problem.data.x0.q)
     yaw0 = float(2.0 * np.arctan2(q0[5], q0[6]))  # yaw of the initial base (roll/pitch ~ 0)
@@ -255,8 +266,6 @@ def kinematic_guess(problem: P.Problem, place=None):
 
     The first knot is the problem's initial state; `us[t]` is the control for knot t, targeting
     the joint positions of knot t+1 (PD) or holding it (torque)."""
-    from dynamics.configuration import difference
-
     model = problem.model
     base_q, feet, _ = foot_targets(problem, place)
     q_joint = leg_inverse_kinematics(model, base_q, feet)
@@ -264,14 +273,12 @@ def kinematic_guess(problem: P.Problem, place=None):
     q[0] = np.asarray(problem.data.x0.q)
     dt = problem.dt_knot
     v = np.zeros((q.shape[0], model.nv))
-    # all knots in one (vmapped, eager) call: per knot it was 0.6 s of eager dispatch at 100 knots
-    step = jax.vmap(functools.partial(difference, model))(jnp.asarray(q[:-1]), jnp.asarray(q[1:]))
-    v[1:] = np.asarray(step) / dt
+    v[1:] = configuration_steps(q) / dt
     v[0] = np.asarray(problem.data.x0.v)
     stance = np.asarray(problem.data.reference.stance)
     tau = holding_torques(model, q, stance)
     if problem.control == "pd":
-        kp = float(problem.data.gains[0])
+        kp = float(np.asarray(problem.data.gains)[0])
         us = q_joint[1:] + tau[1:] / kp
     else:  # torque control: tau = limit tanh(u / limit)
         limit = np.asarray(model.effort_limit)[model.nv - model.nu :]

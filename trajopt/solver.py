@@ -56,8 +56,7 @@ def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: Gue
 
         q, v, us = kinematic_guess(problem)
         u_prev = np.concatenate([np.asarray(problem.data.x0.u_prev)[None], us])
-        xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u_prev))
-        return xs, jnp.asarray(us)
+        return P.KnotState(q, v, u_prev), us
     if init is not None:
         if init.u.shape != (T, model.nu):
             raise ValueError(f"init has controls of shape {init.u.shape}, expected {(T, model.nu)}")
@@ -68,20 +67,16 @@ def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: Gue
         u = np.array(init.u, dtype=float)
         u_prev = np.concatenate([np.asarray(x0.u_prev)[None], u])
         return P.KnotState(q, v, u_prev), u
-    x0 = problem.data.x0
-    if problem.control == "pd":
-        u0 = x0.u_prev
-    else:
-        u0 = jnp.zeros(model.nu)
-    us = jnp.tile(u0, (T, 1))
+    x0 = jax.device_get(problem.data.x0)
+    u0 = np.asarray(x0.u_prev, dtype=float) if problem.control == "pd" else np.zeros(model.nu)
+    us = np.tile(u0, (T, 1))
     vel = np.asarray(problem.data.reference.base_velocity)
     q = np.tile(np.asarray(x0.q), (T + 1, 1))
     q[:, 0] += np.concatenate([[0.0], np.cumsum(vel[:-1, 0]) * problem.dt_knot])
     q[:, 1] += np.concatenate([[0.0], np.cumsum(vel[:-1, 1]) * problem.dt_knot])
     v = np.zeros((T + 1, model.nv))
     v[:, 0:2] = vel[:, 0:2]
-    xs = P.KnotState(jnp.asarray(q), jnp.asarray(v), jnp.tile(u0, (T + 1, 1)))
-    return xs, us
+    return P.KnotState(q, v, np.tile(u0, (T + 1, 1))), us
 
 
 def solve(

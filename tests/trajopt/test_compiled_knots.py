@@ -10,8 +10,10 @@ hard one.
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax._src import monitoring
 
 from trajopt import (
     compiled_iteration,
@@ -425,3 +427,30 @@ def test_the_one_call_iteration_reports_no_step_and_a_passed_deadline_as_python_
     python_late = fddp_step.iterate(fn, fn.linearize_all, *args, 0.0)
     assert late.status == python_late.status == "out_of_time"
     assert late.passes == 0 and late.trial is None
+
+
+def test_a_compiled_solve_traces_and_compiles_no_jax_program():
+    """derivatives="compiled" runs the initial guess in NumPy and Pinocchio, and the rollout,
+    evaluations, line search and iterations in C: with JAX's in-memory caches cleared (so any
+    JAX operation would trace and compile again), solves from the kinematic and the standing
+    guess record no JAX tracing or compilation event. The same counter sees the one eager JAX
+    operation run after them."""
+    problem = _problem()
+    solve(problem, max_iterations=1, verbose=False)  # the library built or loaded
+    jax.clear_caches()
+    events = []
+
+    def count(name, seconds, **kwargs):
+        if name.startswith("/jax/core/compile"):
+            events.append(name)
+
+    monitoring.register_event_duration_secs_listener(count)
+    try:
+        for guess in ("kinematic", "standing"):
+            traj = solve(problem, max_iterations=3, guess=guess, verbose=False)
+            assert traj.iterations == 3 and traj.meta["unconverged_knots"] == []
+        assert events == []
+        jnp.sin(jnp.arange(3.0)).block_until_ready()
+        assert events  # the counter counts
+    finally:
+        monitoring.unregister_event_duration_listener(count)

@@ -12,7 +12,13 @@ import pytest
 
 import dynamics
 from trajopt.gaits import make_problem
-from trajopt.kinematic_guess import holding_torques, kinematic_guess, stance_midpoints
+from trajopt.kinematic_guess import (
+    configuration_steps,
+    holding_torques,
+    kinematic_guess,
+    pinocchio_feet,
+    stance_midpoints,
+)
 
 
 @pytest.fixture(scope="module", params=["trot", "bound", "turn"])
@@ -87,3 +93,17 @@ def test_stance_midpoints_of_a_simple_pattern():
     assert prev[2, 0] == 0.0 and nxt[2, 0] == 5.0
     assert blend[2, 0] == pytest.approx(1 / 3) and blend[3, 0] == pytest.approx(2 / 3)
     assert nxt[7, 0] == pytest.approx(7 + 1.5)  # the horizon ends in swing
+
+
+def test_configuration_steps_are_pinocchios_difference():
+    """`configuration_steps` (the guess's knot velocities times dt) equals Pinocchio's own
+    `difference` of the free-flyer model, knot to knot, on large random motions."""
+    import pinocchio as pin
+
+    problem = make_problem("go2", "trot", 0.5, duration=0.1)
+    pin_model = pinocchio_feet(problem.model)[0]
+    pin.seed(3)
+    q = np.array([pin.randomConfiguration(pin_model, -np.ones(pin_model.nq), np.ones(pin_model.nq))
+                  for _ in range(6)])  # fmt: skip
+    expected = [pin.difference(pin_model, a, b) for a, b in zip(q[:-1], q[1:], strict=True)]
+    np.testing.assert_allclose(configuration_steps(q), expected, rtol=0, atol=1e-12)
