@@ -5,7 +5,7 @@ and the optimisation level's build time against the solve's run time.
     python benchmarks/bench_build.py --no-write   # prints it
 
 For each robot's trot (`trajopt.gaits.make_problem(..., derivatives="compiled")`): the CasADi
-functions of `trajopt.generated_code.substep_functions` built into an empty library folder
+functions of `trajopt.engine.generated_code.substep_functions` built into an empty library folder
 with each setting, then the problem solved for `--iterations` FDDP iterations on that library:
 the build's wall seconds and the median iteration. The peer is the build the project used
 before, all functions in one translation unit at `-O2`, run in the same process. The process
@@ -39,7 +39,7 @@ SETTINGS = (  # (label, optimisation level, one translation unit); the first is 
 
 def measure(robot: str, setting, iterations: int) -> dict:
     """Build seconds and median FDDP iteration [ms] of one setting, in a fresh library folder."""
-    from trajopt import generated_code
+    from trajopt.engine import generated_code
     from trajopt.gaits import make_problem
     from trajopt.solver import solve
 

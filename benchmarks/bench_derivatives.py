@@ -96,7 +96,7 @@ def knot_problem(num_sweeps: int):
 @functools.cache
 def knot_point(num_sweeps: int, knot: int = 20):
     """`(problem, x, u)` at knot `knot` of the standing-guess rollout."""
-    from trajopt import knot_backends, shooting
+    from trajopt.engine import knot_backends, shooting
     from trajopt.solver import initial_guess
 
     problem = knot_problem(num_sweeps)
@@ -126,7 +126,7 @@ def bench_knot(repeats: int) -> dict:
     import jax
 
     from trajopt import problem as P
-    from trajopt import shooting
+    from trajopt.engine import shooting
 
     base, x, u = knot_point(10)
     calls = {}
@@ -149,7 +149,7 @@ def bench_knot(repeats: int) -> dict:
 def bench_gap() -> list[dict]:
     import numpy as np
 
-    from trajopt import shooting
+    from trajopt.engine import shooting
 
     def jacobian(num_sweeps, mode):
         problem, x, u = knot_point(num_sweeps)

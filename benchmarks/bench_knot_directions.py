@@ -4,8 +4,8 @@ CPU time of one knot's Jacobian, interleaved in one process, and the agreement.
     taskset -c 0 python benchmarks/bench_knot_directions.py --robot go2
 
 `previous_rule` is the former rule (every tangent direction, `2 nv + 2 nu`, pushed through the
-contact steps), kept here as the reference; `trajopt.shooting.linearize_knot` pushes `2 nv + nu`
-and builds the `u_prev` block from the residuals alone. Prints the largest difference of every
+contact steps), kept here as the reference; `trajopt.engine.shooting.linearize_knot` pushes `2 nv
++ nu` and builds the `u_prev` block from the residuals alone. Prints the largest difference of every
 output and the medians of `--repeats` interleaved calls (process CPU time), with the forward
 transition of the same knot and the load average.
 """
@@ -53,8 +53,8 @@ def main(argv=None):
     import jax.numpy as jnp
     import numpy as np
 
-    from trajopt import knot_backends, shooting
     from trajopt import problem as P
+    from trajopt.engine import knot_backends, shooting
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 

@@ -10,7 +10,7 @@ space: `A, B, r, R_x, R_u`) is about two thirds of an FDDP iteration (BENCHMARKS
     loop   T calls of the jitted knot function from Python, arrays stacked on the host (what
            `solve_fddp` did at first)
     map    one call, `lax.map` over the knots (sequential inside XLA; `solve_fddp`'s layout,
-           `trajopt.shooting.linearize_horizon(layout="map")`)
+           `trajopt.engine.shooting.linearize_horizon(layout="map")`)
     vmap   one call, `vmap` over the knots (the knots batched inside XLA)
 
 Problem: the ANYmal C trot of `bench_trajopt.py` (56 knots at 10 ms, 1 substep, 10 sweeps),
@@ -37,7 +37,7 @@ def measure(layout: str, repeats: int) -> dict:
     import jax
     import numpy as np
 
-    from trajopt import knot_backends, shooting
+    from trajopt.engine import knot_backends, shooting
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 
@@ -103,7 +103,7 @@ def render(rows, command: str) -> str:
         )
     lines += [
         "",
-        "`map` is what `trajopt.fddp.solve_fddp` does (`loop` at first). A "
+        "`map` is what `trajopt.engine.fddp.solve_fddp` does (`loop` at first). A "
         "layout is worth it only if it is faster without costing much more compilation: every "
         "problem structure (each test, the MPC, each gait-library robot) compiles the "
         "linearisation once.",

@@ -67,7 +67,8 @@ def bench_training(envs: int, horizon: int, iterations: int) -> list[dict]:
 def bench_batched(batches: list[int], repeats: int, max_iterations: int) -> dict:
     import numpy as np
 
-    from trajopt import batched, fddp, sharding
+    from trajopt import batched, sharding
+    from trajopt.engine import fddp
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 

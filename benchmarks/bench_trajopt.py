@@ -117,7 +117,7 @@ def _shift_problem(problem, traj):
 def timed_solve(problem, init=None, max_iterations=30):
     """FDDP single shooting as `trajopt.solver.solve(problem, init, solver="fddp")` runs it, with
     a timestamp after every accepted iteration. Returns `(trajectory, stats)`."""
-    from trajopt import fddp
+    from trajopt.engine import fddp
     from trajopt.solver import initial_guess
     from trajopt.trajectory import Trajectory
 
@@ -163,7 +163,7 @@ def split_solve(problem, max_iterations):
     """Solve again with every piece timed (each jitted call waited for)."""
     import jax
 
-    from trajopt import knot_backends
+    from trajopt.engine import knot_backends
 
     fn = knot_backends.for_problem(problem)
     acc = {"setup": 0.0, "linearisation": 0.0, "backward": 0.0, "line_search": 0.0}
@@ -244,7 +244,7 @@ def pd_stability(problem, seconds=3.0):
     """Open-loop standing rollout (the solver's initial guess) of `seconds`: finite, settled?"""
     import numpy as np
 
-    from trajopt import knot_backends
+    from trajopt.engine import knot_backends
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 
@@ -561,11 +561,14 @@ def iteration_parts(derivatives: str) -> list[str]:
     if derivatives == "compiled":
         return [
             "- What an iteration is (derivatives='compiled'): one C call "
-            "(`trajopt/fddp_iteration.c`): the knots' substeps and their partial Jacobians in C "
+            "(`trajopt/engine/fddp_iteration.c`): the knots' substeps and their partial "
+            "Jacobians in C "
             "that CasADi generates, the elimination of each substep's tangent system (`v+`, the "
-            "impulses; `trajopt/substep_elimination.c`), the substeps' chaining and the costs' "
+            "impulses; `trajopt/engine/substep_elimination.c`), the substeps' chaining and the "
+            "costs' "
             "chain rule through the forces and torques, the Gauss-Newton model and the Riccati "
-            "passes (`trajopt/riccati.c`), the line search's forward passes and their costs; "
+            "passes (`trajopt/engine/riccati.c`), the line search's forward passes and their "
+            "costs; "
             "`other` is the Python around the call.",
             "- Where to gain: the linearisation's generated code (about half of it), its "
             "elimination and chaining (a quarter each; `info[\"linearize_parts\"]`, "

@@ -47,8 +47,8 @@ import numpy as np
 
 from dynamics.configuration import State
 from trajopt import problem as P
-from trajopt.fddp import TIMING_PARTS, check_linearize_threads
-from trajopt.fddp_step import LINEARIZE_PARTS
+from trajopt.engine.fddp import TIMING_PARTS, check_linearize_threads
+from trajopt.engine.fddp_step import LINEARIZE_PARTS
 from trajopt.gait_clock import check_gait_period, gait_clock, gait_phase
 from trajopt.gaits import (
     available_gaits,
@@ -196,7 +196,7 @@ class MPC:
         feedback_limit: bound [rad] on the Riccati feedback's correction of each joint target
             (`targets_at` with a state).
         linearize_threads: 1, or 2 to linearise the two halves of the horizon at the same time
-            in each cycle (`trajopt.jax_knots.JaxKnots.linearize_in_two_threads`; needs a
+            in each cycle (`trajopt.engine.jax_knots.JaxKnots.linearize_in_two_threads`; needs a
             second core).
         problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params,
             period: the gait period [s], default the gait's on the robot, `gait_period`).

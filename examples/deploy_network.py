@@ -48,7 +48,7 @@ from hardware.interface import JointMap, VelocityCommand
 from hardware.pose import PoseController
 from hardware.safety import SafetyConfig, SafetyLayer
 from hardware.timing import format_summary
-from trajopt import generated_code
+from trajopt.engine import generated_code
 from trajopt.problem import DERIVATIVES
 
 
@@ -77,7 +77,7 @@ def run(robot_name="go2", seconds=5.0, backend="mujoco", control_rate=None, comm
     robot process and this one on the others ("auto": the last core when
     there are two or more; None: not pinned). `cycle_budget` [s]: the real-time MPC's time per
     cycle (`iterations` are a maximum: a cycle does not begin an iteration that would end past
-    it, `trajopt.fddp.next_iteration_overruns`; the summary counts the iterations each cycle
+    it, `trajopt.engine.fddp.next_iteration_overruns`; the summary counts the iterations each cycle
     ran)."""
     joint_map = JointMap.from_model(dynamics.load_robot(robot_name))
     realtime_mpc = controller == "mpc" and not lockstep

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import dynamics
-from trajopt import generated_code
+from trajopt.engine import generated_code
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.problem import DERIVATIVES
@@ -35,7 +35,7 @@ def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> 
 
 def default_derivatives() -> str:
     """The derivatives "compiled" where the system's C compiler is found
-    (`trajopt.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
+    (`trajopt.engine.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
     note that says so."""
     if generated_code.compiler_available():
         return "compiled"

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 import pytest
 
-# The suite never uses JAX's persistent compilation cache (trajopt.compile_cache): a test
+# The suite never uses JAX's persistent compilation cache (trajopt.engine.compile_cache): a test
 # process reading an executable from a folder that other processes (xdist workers, earlier runs)
 # were writing crashed with a segmentation fault inside jax's compilation_cache (seen once in a
 # fresh-clone run, test_ipopt_backend). Examples run as subprocesses inherit this setting.

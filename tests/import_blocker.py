@@ -2,7 +2,7 @@
 
 `blocking_script(blocked, body)`: Python source that installs a meta-path finder raising
 `ImportError` for every module in the set `BLOCKED` or below one of its names (`"trajopt"`
-blocks `trajopt.fddp`; `"controllers.mpc"` blocks that module only), initially `blocked`
+blocks `trajopt.engine.fddp`; `"controllers.mpc"` blocks that module only), initially `blocked`
 (the body may add or discard names as it goes), then runs `body`.
 """
 

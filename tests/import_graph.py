@@ -32,7 +32,7 @@ ALLOWED = {
 
 @dataclass
 class Module:
-    name: str  # dotted, e.g. "trajopt.fddp"
+    name: str  # dotted, e.g. "trajopt.engine.fddp"
     path: Path
     is_package: bool  # an __init__.py
     imports: list = field(default_factory=list)  # (line, imported dotted module)

@@ -27,7 +27,7 @@ ABOVE = ("hardware", "controllers", "learning", "viz")  # never imported by any 
 
 def test_every_import_follows_the_layers():
     modules = import_graph.read_project(ROOT)
-    assert {"trajopt.fddp", "hardware.safety", "learning.policy"} <= set(modules)
+    assert {"trajopt.engine.fddp", "hardware.safety", "learning.policy"} <= set(modules)
     assert import_graph.package_violations(modules) == []
 
 

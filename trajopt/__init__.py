@@ -14,9 +14,9 @@ of your own (`problem.with_terms(...)`, `trajopt.terms`; ready-made ones in
 `trajopt.residual_library`). The names are loaded on first use, so `import trajopt` stays
 light.
 
-`trajopt.clear_compiled()` drops every compiled problem structure, single (`trajopt.knot_backends`:
-at most `trajopt.cache_size()` stay compiled, least recently used out first) and batched
-(`trajopt.batched`), and JAX's own caches.
+`trajopt.clear_compiled()` drops every compiled problem structure, single
+(`trajopt.engine.knot_backends`: at most `trajopt.cache_size()` stay compiled, least recently used
+out first) and batched (`trajopt.batched`), and JAX's own caches.
 """
 
 import sys
@@ -43,8 +43,9 @@ __all__ = sorted(_FRONT_DOOR) + ["cache_size", "clear_compiled", "set_cache_size
 
 def clear_compiled(jax_caches: bool = True) -> None:
     """Drop every compiled problem structure (single and batched solves) and, with
-    `jax_caches`, JAX's compilation and tracing caches (see `trajopt.knot_backends.clear`)."""
-    from . import knot_backends
+    `jax_caches`, JAX's compilation and tracing caches (see
+    `trajopt.engine.knot_backends.clear`)."""
+    from .engine import knot_backends
 
     batched = sys.modules.get(__name__ + ".batched")  # only if it was used
     if batched is not None:
@@ -59,7 +60,7 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(f"{__name__}.{_FRONT_DOOR[name]}"), name)
     if name in _LAZY:
-        from . import knot_backends
+        from .engine import knot_backends
 
         return getattr(knot_backends, name)
     raise AttributeError(f"module 'trajopt' has no attribute {name!r}")

@@ -33,7 +33,7 @@ stopped or after `max_iterations`. Each problem's iterates are the single solver
 floating-point differences of batched code (tests/trajopt/test_batched_trajopt.py: the same
 status and iterations, costs to 1e-8 relative, on one and on four devices).
 
-Opt-in and separate from `trajopt.knot_backends`: vmapping the knot linearisation costs more
+Opt-in and separate from `trajopt.engine.knot_backends`: vmapping the knot linearisation costs more
 compilation per structure (`benchmarks/bench_sharding.py`), which single solves do not pay. The
 compiled batched iteration is cached per structure, batch size and device count
 (`clear_compiled`). No time budget (the batch stops together) and no callback.
@@ -51,8 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from . import fddp, fddp_step, knot_backends, riccati, sharding, shooting
 from . import problem as P
+from . import sharding
+from .engine import fddp, fddp_step, knot_backends, riccati, shooting
 
 # status codes inside the compiled iteration
 RUNNING, CONVERGED, LINE_SEARCH_FAILED, DIVERGED = 0, 1, 2, 3

@@ -1,6 +1,6 @@
 """CasADi + IPOPT multiple shooting over the same dynamics and contact model, for cross-checks.
 
-The knot transition `F(x, u)` and the residual costs are `trajopt.casadi_model`'s CasADi
+The knot transition `F(x, u)` and the residual costs are `trajopt.engine.casadi_model`'s CasADi
 functions of the problem. A knot state is the flat vector `x = [q (nq), v (nv), u_prev (nu)]`.
 The NLP (tangent increments around the initial guess `xbar_t`, so the quaternion needs no norm
 constraint):
@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import casadi_model, knot_backends
 from . import problem as P
+from .engine import casadi_model, knot_backends
 from .trajectory import Trajectory, solution_info
 
 # IPOPT return_status -> Trajectory.status

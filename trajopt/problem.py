@@ -66,7 +66,7 @@ CONTROL_KINDS: tuple[ControlKind, ...] = ("pd", "torque")
 # `Problem.derivatives`: those of `contact.step`, and "compiled" (the implicit ones in C)
 ProblemDerivatives = Literal["unrolled", "implicit", "compiled"]
 DERIVATIVES: tuple[ProblemDerivatives, ...] = ("unrolled", "implicit", "compiled")
-# the contact models of the CasADi model (`trajopt.casadi_model`), and so of "compiled"
+# the contact models of the CasADi model (`trajopt.engine.casadi_model`), and so of "compiled"
 CASADI_CONTACTS: tuple[ContactModel, ...] = ("hard", "smooth")
 # The planners' impulse solve sweeps until its Coulomb fixed-point residual is at most
 # CONTACT_TOLERANCE [m/s] (`contact.coulomb.solve_impulses(tolerance=)`), at most MAX_SWEEPS
@@ -143,7 +143,7 @@ class Problem:
     contact"), "unrolled" (through the sweeps, the derivative of the computed step; forward
     mode through a converged solve's loop, dearer), or "compiled": the implicit derivatives,
     evaluated for FDDP's knot linearisation by C code that CasADi generates
-    (`trajopt.compiled_knots`: hard and smooth contact on plane terrains; a C compiler at the
+    (`trajopt.engine.compiled_knots`: hard and smooth contact on plane terrains; a C compiler at the
     first use). The dynamics themselves are the same either way.
     """
 
@@ -386,7 +386,7 @@ def transition(problem: Problem, data: ProblemData, x: KnotState, u):
 
 def step_derivatives(problem: Problem) -> str:
     """The `contact.step` derivatives of the problem's transition: "compiled" is "implicit"
-    (the same derivative, which `trajopt.compiled_knots` evaluates in C for FDDP)."""
+    (the same derivative, which `trajopt.engine.compiled_knots` evaluates in C for FDDP)."""
     return "implicit" if problem.derivatives == "compiled" else problem.derivatives
 
 

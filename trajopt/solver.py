@@ -1,6 +1,6 @@
 """`solve(problem)`: the one entry point to the trajectory optimisers.
 
-    solver="fddp"   Gauss-Newton FDDP (trajopt.fddp), single or multiple shooting
+    solver="fddp"   Gauss-Newton FDDP (trajopt.engine.fddp), single or multiple shooting
     solver="lbfgs"  quasi-Newton on the controls of a single-shooting rollout (SciPy L-BFGS-B
                     with exact reverse-mode gradients from JAX)
     solver="ipopt"  CasADi + IPOPT multiple shooting (trajopt.ipopt), for cross-checks
@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import fddp, generated_code, knot_backends
 from . import problem as P
-from .compile_cache import enable_persistent_cache
+from .engine import fddp, generated_code, knot_backends
+from .engine.compile_cache import enable_persistent_cache
 from .trajectory import Trajectory, solution_info
 
 enable_persistent_cache()  # executables saved on disk: a second run does not compile again

@@ -36,7 +36,7 @@ A function written with `ctx.ops` (the backend-generic operations of `dynamics.b
 slicing runs in JAX and in CasADi: `derivatives="compiled"` generates it into its C and IPOPT
 takes it. The gait's own terms are written so (`trajopt.built_in_terms`). A function written
 with `jax.numpy` runs in JAX only: in the solvers' JAX knots, beside the generated C of
-`derivatives="compiled"` (`trajopt.casadi_model.term_split` says which terms and why), and
+`derivatives="compiled"` (`trajopt.engine.casadi_model.term_split` says which terms and why), and
 IPOPT refuses it by name.
 """
 

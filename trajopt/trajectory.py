@@ -241,8 +241,8 @@ def problem_description(problem) -> dict:
 
 def solution_info(status: str, iterations: int, evaluation, history: list, start: float) -> dict:
     """A solver's `info` (`Trajectory.from_solution`) from its final evaluation
-    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (`trajopt.fddp`'s `evaluate`), its
-    status, iteration count, history and start time (`time.perf_counter()`)."""
+    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (`trajopt.engine.fddp`'s `evaluate`),
+    its status, iteration count, history and start time (`time.perf_counter()`)."""
     cost, terms, defects, forces, taus = evaluation
     return {
         "status": status,

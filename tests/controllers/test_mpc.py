@@ -18,7 +18,7 @@ import pytest
 import controllers.mpc as mpc_module
 from controllers.mpc import MPC
 from dynamics.configuration import State
-from trajopt import shooting
+from trajopt.engine import shooting
 from trajopt.gaits import gait_reference, gait_weights
 from trajopt.trajectory import Trajectory
 

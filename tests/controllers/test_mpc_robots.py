@@ -41,7 +41,7 @@ ROBOTS = ("go1", "hyq")
 
 
 def derivatives() -> str:
-    from trajopt import generated_code
+    from trajopt.engine import generated_code
 
     return "compiled" if generated_code.compiler_available() else "unrolled"
 

@@ -158,7 +158,7 @@ def test_the_mpc_trots_in_real_time_over_dds_with_the_estimator(tmp_path):
     """The real-time MPC (solver process on its own core, one FDDP iteration per cycle, the
     compiled derivatives, the lookahead: deploy_network.py's configuration), 10 s, with
     `deploy_with_the_estimator`'s checks, and no solver error."""
-    from trajopt import generated_code
+    from trajopt.engine import generated_code
 
     if not generated_code.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")

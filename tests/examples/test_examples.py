@@ -253,7 +253,7 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
     of 20 runs and every run's calves exceeded 1.2x their limits (BENCHMARKS.md, "MPC", "real
     time over UDP against MuJoCo")."""
     pytest.importorskip("mujoco")
-    from trajopt import generated_code
+    from trajopt.engine import generated_code
 
     if not generated_code.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")

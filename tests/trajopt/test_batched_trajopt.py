@@ -26,7 +26,8 @@ SCRIPT = f"""
 import json, sys
 import numpy as np
 import dynamics
-from trajopt import batched, fddp
+from trajopt import batched
+from trajopt.engine import fddp
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess
 

@@ -13,8 +13,8 @@ import pytest
 import trajopt
 from contact.terrain import steps
 from dynamics.casadi_functions import numpy_model
-from trajopt import casadi_knots, casadi_model, shooting
 from trajopt import problem as P
+from trajopt.engine import casadi_knots, casadi_model, shooting
 
 BEFORE = Path(__file__).parent / "data" / "built_in_terms_before.npz"
 TOL = 1e-12

@@ -1,4 +1,4 @@
-"""The bounded cache of compiled problem structures (`trajopt.knot_backends.for_problem`).
+"""The bounded cache of compiled problem structures (`trajopt.engine.knot_backends.for_problem`).
 
 Fast: the structure key is the model's content, not its identity; the LRU drops the least
 recently used structure and its jitted functions are freed. Slow (soak): one process solves
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import trajopt
-from trajopt import knot_backends, shooting
+from trajopt.engine import knot_backends, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import solve
 

@@ -1,4 +1,4 @@
-"""The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.compiled_knots`)
+"""The knots' Jacobians in generated C (`derivatives="compiled"`, `trajopt.engine.compiled_knots`)
 against JAX's `jacfwd` with the implicit rule (`shooting.knot_dynamics`, derivatives="implicit"),
 which `tests/contact/test_implicit_derivatives.py` checks against central differences.
 
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from jax._src import monitoring
 
-from trajopt import (
+from trajopt import problem as P
+from trajopt.engine import (
     compiled_iteration,
     compiled_knots,
     fddp,
@@ -24,7 +25,6 @@ from trajopt import (
     knot_backends,
     shooting,
 )
-from trajopt import problem as P
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
 

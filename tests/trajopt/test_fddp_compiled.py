@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import compiled_riccati, fddp, generated_code, knot_backends, riccati, shooting
+from trajopt.engine import compiled_riccati, fddp, generated_code, knot_backends, riccati, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess
 

@@ -1,11 +1,11 @@
-"""`trajopt.generated_code.build_library`: translation units compiled in parallel and linked
+"""`trajopt.engine.generated_code.build_library`: translation units compiled in parallel and linked
 into one library, found again by the hash of their code, every build recorded."""
 
 import ctypes
 
 import pytest
 
-from trajopt import generated_code
+from trajopt.engine import generated_code
 
 pytestmark = pytest.mark.skipif(
     not generated_code.compiler_available(),

@@ -1,5 +1,5 @@
-"""The converged impulse solve in C (`trajopt/impulse_solve.c`, the generated knots' external)
-against JAX's (`contact.coulomb.solve_impulses(tolerance=)`), which
+"""The converged impulse solve in C (`trajopt/engine/impulse_solve.c`, the generated knots'
+external) against JAX's (`contact.coulomb.solve_impulses(tolerance=)`), which
 `tests/contact/test_converged_impulses.py` checks against Coulomb's law: the same iteration, so
 the same sweeps and the same impulses to rounding.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from contact import coulomb
-from trajopt import generated_code
+from trajopt.engine import generated_code
 
 jax.config.update("jax_enable_x64", True)
 

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from contact import incline, steps
-from trajopt import casadi_model, gaits, ipopt, knot_backends
+from trajopt import gaits, ipopt
 from trajopt import problem as P
+from trajopt.engine import casadi_model, knot_backends
 from trajopt.solver import initial_guess, solve
 
 ROBOT = "solo12"  # the cheapest robot to build and evaluate

@@ -1,4 +1,4 @@
-"""Traced programs saved on disk (`trajopt.program_cache`: the README's main command the
+"""Traced programs saved on disk (`trajopt.engine.program_cache`: the README's main command the
 second time).
 
 What would be false if the cache were wrong: a second function object with the same name and
@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt import fddp, jax_knots, knot_backends, program_cache, riccati, shooting
-from trajopt.program_cache import DiskCachedFunction
+from trajopt.engine import fddp, jax_knots, knot_backends, program_cache, riccati, shooting
+from trajopt.engine.program_cache import DiskCachedFunction
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import trajopt
-from trajopt import knot_backends
+from trajopt.engine import knot_backends
 from trajopt.terms import Bounds, Term, WeightedQuadratic
 
 TARGET_Y = 0.03  # [m] a final base y the 0.2 s trot alone does not reach (it ends at y ~ 0)
@@ -135,7 +135,8 @@ def test_the_batched_solver_takes_the_terms_and_their_targets():
     """Two problems of one structure (the same term) with different targets, batched on one
     device: each solve equals its single FDDP solve (status, iterations, cost). Slow: the
     batched structure compiles for about two minutes."""
-    from trajopt import batched, fddp
+    from trajopt import batched
+    from trajopt.engine import fddp
     from trajopt.solver import initial_guess
 
     base = trajopt.make_problem("solo12", "trot", 0.2, duration=0.06, dt=0.02, substeps=2)

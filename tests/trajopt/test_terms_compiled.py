@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import trajopt
-from trajopt import casadi_model, knot_backends, residual_library, shooting
+from trajopt import residual_library
+from trajopt.engine import casadi_model, knot_backends, shooting
 from trajopt.terms import Bounds, Term
 
 

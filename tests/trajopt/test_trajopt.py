@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import contact
-from trajopt import fddp, knot_backends, riccati, shooting
 from trajopt import problem as P
+from trajopt.engine import fddp, knot_backends, riccati, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess, solve
 from trajopt.trajectory import Trajectory
@@ -345,7 +345,7 @@ def test_a_solve_says_why_it_stopped_and_where_its_time_went(smooth_short_proble
 def test_fddp_stops_at_the_first_iteration_that_meets_its_rule_and_not_before(
     smooth_short_problem,
 ):
-    """The rule of `trajopt.fddp` (a full step at mu <= 1e-4 on a feasible trajectory whose
+    """The rule of `trajopt.engine.fddp` (a full step at mu <= 1e-4 on a feasible trajectory whose
     predicted decrease |dV1| is below tolerance (1 + |cost|)), checked on each iteration's
     record: the solve stops "converged" at the first iteration that meets it. With a looser
     tolerance, picked between two iterations' predictions, the same iterates stop exactly at
@@ -487,7 +487,7 @@ def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_proble
 def test_the_next_iteration_starts_from_crocoddyls_regularisation_schedule():
     """`mu / 10` after a step of at least 0.5, `10 mu` after one of at most 0.01, else `mu`,
     within `[1e-9, 1e9]`; elementwise the same in NumPy and JAX (the batched solver's)."""
-    from trajopt.fddp_step import next_mu
+    from trajopt.engine.fddp_step import next_mu
 
     assert next_mu(1e-6, 1.0) == pytest.approx(1e-7)
     assert next_mu(1e-6, 0.5) == pytest.approx(1e-7)

@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from trajopt import fddp
+from trajopt.engine import fddp
 from trajopt.gaits import make_problem
 from trajopt.replay import resimulate_problem
 from trajopt.solver import solve
@@ -84,7 +84,7 @@ def test_trot_resimulated_open_loop(solved_trot):
 def test_the_readme_main_job_ends_converged_by_the_stated_rule(tmp_path):
     """`examples/solve_trot.py` at its defaults (Go2, 0.5 m/s, compiled derivatives): every
     iteration before the last accepted a step and none met the full-step clause of the rule
-    (`trajopt.fddp`); the solve stops `converged`, its reason stating the predicted decrease
+    (`trajopt.engine.fddp`); the solve stops `converged`, its reason stating the predicted decrease
     below the bound, and its trot is the one asked for."""
     path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "solve_trot.py")
     spec = importlib.util.spec_from_file_location("solve_trot", path)

@@ -10,7 +10,7 @@ residuals `r_T`, `R_T`, the defects `f` of multiple shooting and the regularisat
     k = -Q_uu^-1 Q_u,   K = -Q_uu^-1 Q_ux
 
 `backward` is a pure function (the batched solver vmaps it); `RICCATI` its jitted form, whose
-traced programs are saved on disk per shape. `trajopt.compiled_riccati` is the same recursion
+traced programs are saved on disk per shape. `trajopt.engine.compiled_riccati` is the same recursion
 in C, for `derivatives="compiled"`.
 """
 

@@ -1,6 +1,6 @@
 """The model of `trajopt.problem` rebuilt in CasADi: the knot transition and the residual costs
 as `SX` functions, for the IPOPT backend (`trajopt.ipopt`) and the generated C knots
-(`trajopt.compiled_knots`).
+(`trajopt.engine.compiled_knots`).
 
 The rigid-body algorithms and the configuration manifold are `dynamics`' own, evaluated on
 `CasadiOps` (forward kinematics, CRBA, RNEA, frame Jacobians, `integrate` / `difference`); the
@@ -32,9 +32,9 @@ from dynamics.backend import CasadiOps
 from dynamics.casadi_functions import numpy_model
 from dynamics.model import Model
 
-from . import built_in_terms
-from . import problem as P
-from .terms import KnotContext
+from .. import built_in_terms
+from .. import problem as P
+from ..terms import KnotContext
 
 OPS = CasadiOps()
 

@@ -27,15 +27,15 @@ projection's Jacobian `D_i`; NumPy then eliminates `v+` and `s` (`substep_jacobi
 exactly the linear system `jax.lax.custom_root` solves in the implicit branch, so the values
 agree with `derivatives="implicit"` to rounding (`tests/trajopt/test_compiled_knots.py`).
 
-`CompiledKnots` is a knot backend with the calls of `trajopt.jax_knots.JaxKnots`: its
+`CompiledKnots` is a knot backend with the calls of `trajopt.engine.jax_knots.JaxKnots`: its
 linearisation (`knot_dynamics` above, and the costs' Jacobians chained through the forces' and
 torques' as `shooting.knot_costs` does), its rollout, its line search's forward passes and
-their costs run in the generated C (`trajopt.generated_code`), its Gauss-Newton model and
-Riccati pass in C (`trajopt.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
+their costs run in the generated C (`trajopt.engine.generated_code`), its Gauss-Newton model and
+Riccati pass in C (`trajopt.engine.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
 pass's (`CompiledKnots.evaluate_forward`), and own terms that CasADi cannot evaluate are
 evaluated in JAX. `CompiledKnots.iterate_in_c` runs a whole FDDP iteration of these pieces in
-one C call (`trajopt.compiled_iteration`). Supported: what the CasADi model supports
-(`trajopt.casadi_model`: hard and smooth contact, plane terrains, pd and torque control).
+one C call (`trajopt.engine.compiled_iteration`). Supported: what the CasADi model supports
+(`trajopt.engine.casadi_model`: hard and smooth contact, plane terrains, pd and torque control).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
+from .. import problem as P
 from . import (
     c_kernels,
     casadi_knots,
@@ -60,7 +61,6 @@ from . import (
     generated_code,
     shooting,
 )
-from . import problem as P
 from .jax_knots import JaxKnots
 from .shooting import (
     ALPHAS,
@@ -142,7 +142,7 @@ def substep_jacobians(parts: dict, forward: dict, nv: int, nu: int, dt: float, d
 
 @functools.cache
 def _elimination() -> ctypes.CDLL:
-    """`trajopt/substep_elimination.c` (`substep_jacobians` in C), built on first use."""
+    """`trajopt/engine/substep_elimination.c` (`substep_jacobians` in C), built on first use."""
     return c_kernels.load("substep_elimination", {"substep_elimination": (
         ctypes.c_int,
         [ctypes.c_int] * 5 + [ctypes.c_double] * 3 + [c_kernels.DOUBLES] * 17
@@ -181,7 +181,7 @@ def substep_jacobians_in_c(parts: dict, forward: dict, nv: int, nu: int, dt: flo
 
 def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions, q, v, u) -> dict:
     """N knots' transitions and their Jacobians over `(dq, dv, du)` at `x = (q (N, nq), v (N, nv))`
-    under `u (N, nu)`, as `trajopt.shooting.knot_dynamics` computes them with
+    under `u (N, nu)`, as `trajopt.engine.shooting.knot_dynamics` computes them with
     `derivatives="implicit"` (`substeps` substeps chained; forces averaged, torques the per-joint
     peak). Returns NumPy arrays: `state (N, 2 nv, n)` (the next state's tangent at the nominal
     next state), `forces (N, k, 3)`, `forces_jac (N, 3k, n)`, `taus (N, nu)`, `taus_jac (N, nu,
@@ -229,9 +229,9 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
 
 class CompiledKnots:
     """The knot backend of a `derivatives="compiled"` problem structure: the calls of
-    `JaxKnots` (`trajopt.jax_knots`), with the linearisation, the rollout, the line search's
+    `JaxKnots` (`trajopt.engine.jax_knots`), with the linearisation, the rollout, the line search's
     forward passes and their costs in generated C, and the Riccati pass in C
-    (`trajopt.compiled_riccati`)."""
+    (`trajopt.engine.compiled_riccati`)."""
 
     def __init__(self, problem: P.Problem):
         self.problem = problem
@@ -258,7 +258,7 @@ class CompiledKnots:
     one_call = True  # FDDP's iteration in one C call (`iterate_in_c`) where that covers it
 
     def iterate_in_c(self, data, xs, us, cost, defects, mu, deadline=float("inf")):
-        """FDDP's iteration from `(xs, us)` in one C call (`trajopt.compiled_iteration`): a
+        """FDDP's iteration from `(xs, us)` in one C call (`trajopt.engine.compiled_iteration`): a
         `fddp_step.Iteration`, or None where that does not cover it (own terms that run in
         JAX, a knot whose contact map is not provably regular, or `one_call` off): then
         `fddp_step.iterate` runs it on this backend's calls."""

@@ -1,10 +1,10 @@
-"""FDDP's iteration in one C call, for `derivatives="compiled"`: `trajopt/fddp_iteration.c`.
+"""FDDP's iteration in one C call, for `derivatives="compiled"`: `trajopt/engine/fddp_iteration.c`.
 
-The iteration of `trajopt.fddp_step` (the linearisation with the substeps' elimination and
-chaining and the costs' chain rule of `trajopt.compiled_knots`, the Gauss-Newton model and the
-Riccati passes of `trajopt.compiled_riccati`, the line search's forward passes and trial costs),
-with the generated knot functions called from C through their symbols in the generated library
-(`generated_code.SubstepFunctions.library`), and nothing in Python between them.
+The iteration of `trajopt.engine.fddp_step` (the linearisation with the substeps' elimination and
+chaining and the costs' chain rule of `trajopt.engine.compiled_knots`, the Gauss-Newton model and
+the Riccati passes of `trajopt.engine.compiled_riccati`, the line search's forward passes and
+trial costs), with the generated knot functions called from C through their symbols in the
+generated library (`generated_code.SubstepFunctions.library`), and nothing in Python between them.
 
 `iterate(knots, data, xs, us, cost, defects, mu, deadline)` returns the `fddp_step.Iteration`,
 or None where the C call does not cover the iterate: a knot whose contact map the C
@@ -21,12 +21,12 @@ import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
 
+from .. import problem as P
 from . import c_kernels
-from . import problem as P
 from .fddp_step import ITERATION_PARTS, LINEARIZE_PARTS, MU_MAX, Iteration
 from .shooting import ALPHAS, MERIT_DEFECT_WEIGHT, defects_after_pass, flat_states, merit
 
-# the generated functions, in the order the C driver takes them (`trajopt.casadi_knots`)
+# the generated functions, in the order the C driver takes them (`trajopt.engine.casadi_knots`)
 GENERATED = ("substep_forward", "substep_derivative", "knot_forward", "knot_costs",
              "terminal_costs", "knot_cost_values", "terminal_cost_values")  # fmt: skip
 REPORT_SIZE = 19  # fddp_iteration.c's report
@@ -47,7 +47,7 @@ def library() -> ctypes.CDLL:
 def function_table(functions) -> np.ndarray:
     """The addresses of the generated functions of `functions` (`SubstepFunctions`) and their
     work-size queries, as the C driver takes them: `(f_0, f_0_work, f_1, ...)`. The driver
-    reads every output as dense, which `trajopt.casadi_knots` builds them to be: checked once
+    reads every output as dense, which `trajopt.engine.casadi_knots` builds them to be: checked once
     per library."""
     path = str(functions.library)
     if path in _TABLES:

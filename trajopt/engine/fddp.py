@@ -63,13 +63,13 @@ stops with status "diverged". Progress (iteration, cost, step, defects, mu) prin
 `info["timing"]` splits the solve's wall time [s] into the knots' linearisation, the Riccati
 passes, the line searches and the rest (the start's evaluation, host transfers, bookkeeping).
 
-The knots are the problem's knot backend (`trajopt.knot_backends.for_problem`: JAX, or C for
+The knots are the problem's knot backend (`trajopt.engine.knot_backends.for_problem`: JAX, or C for
 `derivatives="compiled"`), which linearises every knot, forms the Gauss-Newton model, runs the
-Riccati pass (`trajopt.riccati`, or `trajopt.compiled_riccati`: it flags a `Q_uu` that is not
-positive definite, so the loop raises `mu`) and the line search's forward passes
-(`trajopt.shooting`). One iteration, steps 1-4 at one point, is `trajopt.fddp_step.iterate`
-over those calls; for `derivatives="compiled"` it is one C call
-(`CompiledKnots.iterate_in_c`, `trajopt.compiled_iteration`) where that covers the problem.
+Riccati pass (`trajopt.engine.riccati`, or `trajopt.engine.compiled_riccati`: it flags a `Q_uu`
+that is not positive definite, so the loop raises `mu`) and the line search's forward passes
+(`trajopt.engine.shooting`). One iteration, steps 1-4 at one point, is
+`trajopt.engine.fddp_step.iterate` over those calls; for `derivatives="compiled"` it is one C call
+(`CompiledKnots.iterate_in_c`, `trajopt.engine.compiled_iteration`) where that covers the problem.
 This module holds the acceptance of a step, the stopping rule and the loop.
 """
 
@@ -81,8 +81,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import problem as P
 from . import fddp_step, knot_backends
-from . import problem as P
 from .shooting import ALPHAS
 
 # Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as

@@ -16,7 +16,7 @@ write. Loading an executable gives the same program as compiling it, so results 
 on whether the cache was warm; the test suite turns it off (`DIFFLOCO_CACHE_DIR=off`).
 
 The same folder's `programs/` holds the FDDP functions' traced programs
-(`trajopt.program_cache`): this cache skips compiling, that one tracing.
+(`trajopt.engine.program_cache`): this cache skips compiling, that one tracing.
 """
 
 from __future__ import annotations

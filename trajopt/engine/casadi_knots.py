@@ -1,14 +1,14 @@
-"""The CasADi functions of FDDP's knots, for C code generation (`trajopt.generated_code`).
+"""The CasADi functions of FDDP's knots, for C code generation (`trajopt.engine.generated_code`).
 
-Built from the CasADi model (`trajopt.casadi_model`) at fixed step parameters and terrain:
+Built from the CasADi model (`trajopt.engine.casadi_model`) at fixed step parameters and terrain:
 
 - `forward_function`: one contact substep (Moreau midpoint, `contact/step.py`) and the unknowns
   at its solution: with the problem's `contact_tolerance`, the contact problem (SX), the
-  converged impulse solve (`impulse_solve`, the C of `trajopt/impulse_solve.c`, a CasADi
+  converged impulse solve (`impulse_solve`, the C of `trajopt/engine/impulse_solve.c`, a CasADi
   external) and the step's completion (SX), composed in an MX function; without it, the
   paper's fixed sweeps, all SX;
 - `derivative_function`: that substep's partial Jacobians at its solution, over the tangent
-  `e = (dq, dv, du)` (the equations are in `trajopt.compiled_knots`' docstring);
+  `e = (dq, dv, du)` (the equations are in `trajopt.engine.compiled_knots`' docstring);
 - `knot_forward_function`: one knot of FDDP's forward pass, for a fold over the horizon;
 - `costs_function`, `terminal_function`: a knot's weighted residuals and their Jacobians.
 
@@ -25,7 +25,7 @@ from contact import coulomb
 from dynamics import kinematics as _kin
 from dynamics import newton_euler
 
-from . import problem as P
+from .. import problem as P
 from .casadi_model import (
     OPS,
     activation,
@@ -223,8 +223,8 @@ def derivative_function(problem: P.Problem, m, plane, params: dict) -> ca.Functi
 
 def knot_forward_function(problem: P.Problem, m, plane, params: dict,
                           impulse_solve: ca.Function | None = None) -> ca.Function:  # fmt: skip
-    """One knot of FDDP's forward pass (`trajopt.shooting.forward_with_transitions`), for a fold
-    over the horizon (`trajopt.generated_code.SubstepFunctions.forward_pass`):
+    """One knot of FDDP's forward pass (`trajopt.engine.shooting.forward_with_transitions`), for a
+    fold over the horizon (`trajopt.engine.generated_code.SubstepFunctions.forward_pass`):
 
         u    = u_t + alpha k_t + K_t local(x_t, x_hat)
         reached, forces, taus = transition(x_hat, u)        (`substeps` contact steps)
@@ -325,8 +325,8 @@ def running_symbols(problem: P.Problem, m):
 
 def costs_function(problem: P.Problem, m, plane) -> ca.Function:
     """A knot's weighted running residuals `r = [sqrt(w_i) r_i]` (`running_terms` order) and
-    their Jacobians at `(x, u, forces, taus)` (`trajopt.shooting.knot_costs`' pieces): over the
-    configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
+    their Jacobians at `(x, u, forces, taus)` (`trajopt.engine.shooting.knot_costs`' pieces): over
+    the configuration's tangent `dq`, `dv`, `du_prev`, `du`, `forces (3k,)` and `taus (nu,)`.
 
     inputs `x` (flat), `u`, `forces (3k,)` (`[f_0, f_1, ...]`), `taus`, `ref` (a row of
     `casadi_model.knot_rows`: the reference, then the own terms' targets), `sqrt_w` (one per

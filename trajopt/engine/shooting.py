@@ -15,7 +15,7 @@ terminal cost `0.5 |r_T(x)|^2`.
 - `structure_key`: what two problems must share to share compiled functions.
 
 Everything here is a pure function of `(problem, data, ...)`; the knot backends
-(`trajopt.jax_knots`, `trajopt.compiled_knots`) compile them per problem structure.
+(`trajopt.engine.jax_knots`, `trajopt.engine.compiled_knots`) compile them per problem structure.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import problem as P
+from .. import problem as P
 from .fingerprint import model_fingerprint
 
 ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01)

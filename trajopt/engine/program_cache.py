@@ -1,6 +1,6 @@
 """Traced programs saved on disk, so that the next process with the same problem skips tracing.
 
-JAX's persistent compilation cache (`trajopt.compile_cache`) saves XLA executables, but it is
+JAX's persistent compilation cache (`trajopt.engine.compile_cache`) saves XLA executables, but it is
 looked up by the lowered program: every process still traces and lowers each function first.
 For the FDDP functions of the README's Go2 trot that is about 10 s of Python per process
 (`jacfwd` through the contact step, the line search's trials), most of a second run's solve.
@@ -64,7 +64,7 @@ def source_hash() -> str:
     """SHA-256 of every `.py` file under `dynamics/`, `contact/` and `trajopt/` (paths and
     contents, in sorted order), computed once per process."""
     if not _SOURCE_HASH:
-        root = Path(__file__).resolve().parents[1]
+        root = Path(__file__).resolve().parents[2]
         h = hashlib.sha256()
         for package in _SOURCE_PACKAGES:
             for path in sorted((root / package).rglob("*.py")):

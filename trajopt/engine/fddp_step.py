@@ -1,4 +1,4 @@
-"""One FDDP iteration from an iterate, on any knot backend (`trajopt.fddp` runs the loop).
+"""One FDDP iteration from an iterate, on any knot backend (`trajopt.engine.fddp` runs the loop).
 
 At `(xs, us)` with cost `cost` and defects `f (T + 1, nx)`:
 
@@ -11,7 +11,8 @@ At `(xs, us)` with cost `cost` and defects `f (T + 1, nx)`:
 
 Before each Riccati pass a `deadline` past (`time.perf_counter()` seconds) ends the iteration
 ("out_of_time"). `iterate` is that iteration in Python over the backend's calls;
-`trajopt.compiled_iteration` is the same iteration in one C call, for `derivatives="compiled"`.
+`trajopt.engine.compiled_iteration` is the same iteration in one C call, for
+`derivatives="compiled"`.
 """
 
 from __future__ import annotations

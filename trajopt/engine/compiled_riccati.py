@@ -1,13 +1,14 @@
 """FDDP's backward pass in C: the Gauss-Newton model of every knot and the Riccati recursion.
 
-`trajopt/riccati.c` (its comment states the equations, those of `trajopt.riccati.backward`),
-built and loaded by `trajopt.c_kernels`, called on NumPy buffers.
+`trajopt/engine/riccati.c` (its comment states the equations, those of
+`trajopt.engine.riccati.backward`), built and loaded by `trajopt.engine.c_kernels`, called on
+NumPy buffers.
 
 - `gauss_newton(lin)` -> `GaussNewton`: `l_x = R_x^T r`, `l_u`, `l_xx = R_x^T R_x`, `l_uu`,
   `l_ux`, per knot. They do not depend on the regularisation, so a line search that raises
   `mu` and runs the recursion again reuses them.
 - `backward(model, defects, mu)` -> `(k (T, nu), K (T, nu, nx), dV1, dV2, ok)`, the return
-  of `trajopt.riccati.backward`, as NumPy values.
+  of `trajopt.engine.riccati.backward`, as NumPy values.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The JAX knot backend: `trajopt.shooting`'s knot model jitted for one problem structure.
+"""The JAX knot backend: `trajopt.engine.shooting`'s knot model jitted for one problem structure.
 
-A knot backend is what a shooting solver calls; `trajopt.compiled_knots.CompiledKnots` has the
-same calls. Each takes the problem's data as an argument (never a constant), so problems of one
+A knot backend is what a shooting solver calls; `trajopt.engine.compiled_knots.CompiledKnots` has
+the same calls. Each takes the problem's data as an argument (never a constant), so problems of one
 structure (`shooting.structure_key`) share one backend:
 
     rollout(data, us) -> (xs, forces, taus)
@@ -18,8 +18,8 @@ An FDDP iteration is `linearize_all` (every knot, one call), the Riccati pass an
 (all step lengths in one call, stopping at the first accepted): no per-knot Python. The
 functions of the iteration and the rollout are `program_cache.DiskCachedFunction`s: their
 traced programs are saved on disk, keyed by the structure, so a later process with the same
-structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.program_cache`), except
-for a problem with its own terms (`trajopt.terms`), whose functions' code no key can see.
+structure does not trace them again (`DIFFLOCO_CACHE_DIR`, see `trajopt.engine.program_cache`),
+except for a problem with its own terms (`trajopt.terms`), whose functions' code no key can see.
 `linearize`, `linearize_terminal` and `forward` (the pieces, for tests and benchmarks) compile
 when first called.
 """
@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import problem as P
+from .. import problem as P
 from . import shooting
 from .program_cache import DiskCachedFunction
 from .riccati import RICCATI
@@ -72,13 +72,13 @@ class JaxKnots:
 
     @staticmethod
     def gauss_newton(lin):
-        """The Riccati pass's model of `lin`: `lin` itself (`trajopt.riccati.backward` forms
+        """The Riccati pass's model of `lin`: `lin` itself (`trajopt.engine.riccati.backward` forms
         `R^T r` and `R^T R` inside its scan)."""
         return lin
 
     @staticmethod
     def backward(model, defects, mu: float):
-        """`trajopt.riccati.RICCATI` on `model`: `(k, K, dV1, dV2, ok)` with `k` on the host
+        """`trajopt.engine.riccati.RICCATI` on `model`: `(k, K, dV1, dV2, ok)` with `k` on the host
         (NumPy), `K` on the device, the rest Python numbers (one transfer)."""
         k, K, dV1, dV2, ok = RICCATI(model, defects, mu)
         ok, dV1, dV2, k = jax.device_get((ok, dV1, dV2, k))

@@ -1,9 +1,9 @@
 """The knot backend of a problem structure, chosen and cached.
 
 `for_problem(problem)` returns the backend every shooting solver calls (the calls are listed in
-`trajopt.jax_knots`): `compiled_knots.CompiledKnots` for `derivatives="compiled"` (the knots in
-generated C), else `jax_knots.JaxKnots`. Problems of one structure (`shooting.structure_key`)
-share one backend; their data is an argument of every call.
+`trajopt.engine.jax_knots`): `compiled_knots.CompiledKnots` for `derivatives="compiled"` (the
+knots in generated C), else `jax_knots.JaxKnots`. Problems of one structure
+(`shooting.structure_key`) share one backend; their data is an argument of every call.
 
 What is kept: the backends of the last `cache_size()` structures, least recently used first
 out. Why bounded: every structure compiles thousands of memory mappings of executable code,
@@ -21,7 +21,7 @@ import os
 
 import jax
 
-from . import problem as P
+from .. import problem as P
 from .compiled_knots import CompiledKnots
 from .jax_knots import JaxKnots
 from .shooting import structure_key
