@@ -99,7 +99,7 @@ def bench_batched(batches: list[int], repeats: int, max_iterations: int) -> dict
             times.append(time.perf_counter() - began)
             cpu.append(time.process_time() - began_cpu)
         seconds = float(np.median(times))
-        iterations = max(o[2]["iterations"] for o in out)
+        iterations = max(o.iterations for o in out)
         rows.append({"batch": b, "devices": devices or 1, "seconds": seconds,
                      "problems_per_s": b / seconds, "compile_s": first - seconds,
                      "cpu_s": float(np.median(cpu)), "layout": batched.block_layout(

@@ -125,7 +125,7 @@ def timed_solve(problem, init=None, max_iterations=30):
     wall0, cpu0 = time.perf_counter(), time.process_time()
     _, us = initial_guess(problem, init)
     guessed = time.perf_counter()
-    xs, us, info = fddp.solve_fddp(
+    result = fddp.solve_fddp(
         problem,
         None,
         us,
@@ -134,7 +134,7 @@ def timed_solve(problem, init=None, max_iterations=30):
         callback=lambda rec: stamps.append((time.perf_counter(), rec["cost"])),
     )
     solved = time.perf_counter()
-    traj = Trajectory.from_solution(problem, xs, us, info, "fddp-single")
+    traj = Trajectory.from_solution(problem, result, "fddp-single")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     times = [t - wall0 for t, _ in stamps]
     per_iter = [b - a for a, b in zip([0.0, *times[:-1]], times)]
@@ -196,28 +196,26 @@ def split_solve(problem, max_iterations):
     fn.line_search = wrap(
         saved["line_search"], "line_search", "forward_rollouts", lambda out: int(out[1])
     )
-    in_c = getattr(fn, "iterate_in_c", None)
-    if in_c is not None:  # the compiled iteration in one C call times its own parts
+    in_c = fn.iterate_in_one_call  # the compiled iteration in one C call times its own parts
 
-        def iterate_in_c(*args, **kwargs):
-            step = in_c(*args, **kwargs)
-            if step is not None:
-                for part, cat in (("linearize", "linearisation"), ("backward", "backward"),
-                                  ("line_search", "line_search")):  # fmt: skip
-                    acc[cat] += step.seconds[part]
-                counts["linearize_calls"] += problem.horizon
-                counts["backward_passes"] += step.passes
-                counts["forward_rollouts"] += step.rollouts
-            return step
+    def iterate_in_one_call(*args, **kwargs):
+        step = in_c(*args, **kwargs)
+        if step is not None:
+            for part, cat in (("linearize", "linearisation"), ("backward", "backward"),
+                              ("line_search", "line_search")):  # fmt: skip
+                acc[cat] += step.seconds[part]
+            counts["linearize_calls"] += problem.horizon
+            counts["backward_passes"] += step.passes
+            counts["forward_rollouts"] += step.rollouts
+        return step
 
-        fn.iterate_in_c = iterate_in_c
+    fn.iterate_in_one_call = iterate_in_one_call
     try:
         traj, stats = timed_solve(problem, None, max_iterations)
     finally:
         for n, f in saved.items():
             setattr(fn, n, f)
-        if in_c is not None:
-            del fn.iterate_in_c  # the class's method again
+        del fn.iterate_in_one_call  # the class's method again
     its = max(stats["iterations"], 1)
     setup = acc.pop("setup")
     out = {k: v / its for k, v in acc.items()}
@@ -571,7 +569,7 @@ def iteration_parts(derivatives: str) -> list[str]:
             "costs; "
             "`other` is the Python around the call.",
             "- Where to gain: the linearisation's generated code (about half of it), its "
-            "elimination and chaining (a quarter each; `info[\"linearize_parts\"]`, "
+            "elimination and chaining (a quarter each; the result's `linearize_parts`, "
             "BENCHMARKS.md, \"MPC\"), and the Riccati pass's dense products (plain loops, no "
             "BLAS).",
         ]

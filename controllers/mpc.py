@@ -85,7 +85,7 @@ class CycleRecord:
 def cycle_timing(wall_time: float, solver_timing: dict | None,
                  linearize_parts: dict | None = None) -> dict | None:  # fmt: skip
     """A cycle's wall time [s] split into `TIMING_PARTS`: the solve's linearisation, Riccati
-    passes and line searches (`fddp.solve_fddp`'s `info["timing"]`), and "other", the rest of
+    passes and line searches (`fddp.solve_fddp`'s `SolveResult.timing`), and "other", the rest of
     the cycle (the solver's own rest, the prediction, the references, the warm start, the plan's
     assembly): `wall_time - linearize - backward - line_search`; with the solve's
     `linearize_parts` (one-call iterations: `fddp_step.LINEARIZE_PARTS`), those too, as parts

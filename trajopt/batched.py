@@ -4,7 +4,7 @@ devices (`trajopt.sharding`).
 
     results = solve_batched([make_problem("solo12", "trot", v, duration=0.1) for v in grid],
                             devices=4)
-    xs, us, info = results[i]            # as `fddp.solve_fddp(problems[i])` returns them
+    result = results[i]                  # a `SolveResult`, as `fddp.solve_fddp(problems[i])`
 
 Same algorithm as `fddp.solve_fddp`, built from the same pure pieces
 (`shooting.linearize_horizon`, `riccati.backward`, `shooting.line_search_trials`,
@@ -54,6 +54,7 @@ from jax.sharding import PartitionSpec
 from . import problem as P
 from . import sharding
 from .engine import fddp, fddp_step, knot_backends, riccati, shooting
+from .engine.solve_result import ContactReport, SolveResult
 
 # status codes inside the compiled iteration
 RUNNING, CONVERGED, LINE_SEARCH_FAILED, DIVERGED = 0, 1, 2, 3
@@ -225,9 +226,8 @@ def solve_batched(
     that does not divide evenly is padded with copies of its last problem, whose results are
     dropped; None: one device, no mesh). The other arguments are `fddp.solve_fddp`'s.
 
-    Returns a list of B `(xs, us, info)` as `fddp.solve_fddp` returns them (info: status,
-    iterations, cost, term_costs, history, forces, taus, defects, wall_time: the batch's,
-    devices: how many the batch was split over; not the single solver's `feedback` gains)."""
+    Returns a list of B `SolveResult`s as `fddp.solve_fddp` returns them (`wall_time` the
+    batch's; no `feedback` gains, no `timing`, and a contact report without per-knot residuals)."""
     problems = list(problems)
     if not problems:
         raise ValueError("no problems to solve")
@@ -321,18 +321,12 @@ def solve_batched(
             terms_i = {k: float(v) for k, v in one["terms"].items()}
             forces_i, taus_i = one["forces"], one["taus"]
             gaps_i = float(np.sum(np.abs(one["defects"])))
-        info = {
-            "status": status,
-            "iterations": int(one["iterations"]) if status != "diverged" else 0,
-            "cost": cost,
-            "term_costs": terms_i,
-            "history": history[i],
-            "forces": np.asarray(forces_i),
-            "taus": np.asarray(taus_i),
-            "defects": gaps_i,
-            "wall_time": wall,
-            "devices": 1 if mesh is None else int(mesh.devices.size),
-            **fddp.contact_report(contact_residuals[i], None, p, verbose=False),
-        }
-        results.append((jax.tree_util.tree_map(jnp.asarray, xs_i), jnp.asarray(us_i), info))
+        results.append(SolveResult(
+            xs=jax.tree_util.tree_map(np.asarray, xs_i), us=np.asarray(us_i), status=status,
+            iterations=int(one["iterations"]) if status != "diverged" else 0, cost=cost,
+            term_costs=terms_i, history=history[i], forces=np.asarray(forces_i),
+            taus=np.asarray(taus_i), defects=gaps_i, wall_time=wall,
+            contact=ContactReport.of(contact_residuals[i], None, fddp.contact_tolerance(p)),
+            devices=1 if mesh is None else int(mesh.devices.size),
+        ))  # fmt: skip
     return results

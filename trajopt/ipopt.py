@@ -29,7 +29,7 @@ import numpy as np
 
 from . import problem as P
 from .engine import casadi_model, knot_backends
-from .trajectory import Trajectory, solution_info
+from .trajectory import Trajectory, solve_result
 
 # IPOPT return_status -> Trajectory.status
 STATUS = {
@@ -152,8 +152,9 @@ def solve_ipopt(
         {"iteration": i, "cost": float(c), "defects": float(d)}
         for i, (c, d) in enumerate(zip(objectives, infeasibility, strict=False))
     ]
-    info = solution_info(status, iterations, (cost, terms, gaps, forces, taus), history, start)
-    traj = Trajectory.from_solution(problem, xs_out, us_out, info, "ipopt-multiple")
+    result = solve_result(xs_out, us_out, status, iterations, (cost, terms, gaps, forces, taus),
+                          history, start)  # fmt: skip
+    traj = Trajectory.from_solution(problem, result, "ipopt-multiple")
     traj.meta.update(
         {
             "ipopt_status": message,

@@ -20,7 +20,7 @@ import numpy as np
 from . import problem as P
 from .engine import fddp, generated_code, knot_backends
 from .engine.compile_cache import enable_persistent_cache
-from .trajectory import Trajectory, solution_info
+from .trajectory import Trajectory, solve_result
 
 enable_persistent_cache()  # executables saved on disk: a second run does not compile again
 
@@ -97,7 +97,7 @@ def solve(
     `meta["reason"]` says it in words, with the numbers, `meta["timing"]` splits the solve's
     time, `meta["linearize_parts"]` its linearisation's where one-call iterations ran, and
     `meta["exact_derivatives_from"]` is the iteration from which it took the computed step's
-    derivatives, or None, `fddp.solve_fddp`).
+    derivatives, or None: `Trajectory.from_solution` of `fddp.solve_fddp`'s `SolveResult`).
 
     `callback(record)` (FDDP) is called after every accepted iteration with its history record
     (iteration, time since the start [s], cost, step, defects, mu, expected change, terms).
@@ -119,7 +119,7 @@ def solve(
     xs, us = initial_guess(problem, init, guess)
     if solver == "fddp":
         xs_in = xs if shooting == "multiple" else None
-        xs, us, info = fddp.solve_fddp(
+        result = fddp.solve_fddp(
             problem,
             xs_in,
             us,
@@ -130,16 +130,8 @@ def solve(
             callback=callback,
             linearize_threads=linearize_threads,
         )
-        traj = Trajectory.from_solution(problem, xs, us, info, f"fddp-{shooting}")
+        traj = Trajectory.from_solution(problem, result, f"fddp-{shooting}")
         traj.meta.update(builds=_builds_since(builds_before, verbose))
-        # why it stopped and where its time went (`fddp.solve_fddp`'s reason and timing)
-        traj.meta.update(reason=info["reason"], timing=info["timing"],
-                         exact_derivatives_from=info["exact_derivatives_from"])  # fmt: skip
-        if info["linearize_parts"]:  # one-call iterations: the linearisation's generated code
-            traj.meta.update(linearize_parts=info["linearize_parts"])
-        if info["terms_in_jax"]:  # derivatives="compiled": what ran beside the C, and its cost
-            traj.meta.update(terms_in_jax=info["terms_in_jax"],
-                             terms_in_jax_seconds=info["terms_in_jax_seconds"])  # fmt: skip
         return traj
     if solver == "lbfgs":
         if shooting != "single":
@@ -165,25 +157,15 @@ def _builds_since(count: int, verbose: bool) -> list[dict]:
     return rows
 
 
-def _lbfgs_value_and_grad(fn: knot_backends.KnotBackend, shape):
-    """Jitted `(data, u_flat) -> (cost, gradient)` of the single-shooting cost, cached with the
-    problem structure's other compiled functions."""
-    if getattr(fn, "lbfgs_value_and_grad", None) is None:
-
-        def total(data, u_flat):
-            # one simulation of the horizon, its transitions reused for the costs
-            return fn.rollout_and_evaluate(data, u_flat.reshape(shape))[1]
-
-        fn.lbfgs_value_and_grad = jax.jit(jax.value_and_grad(total, argnums=1))
-    return fn.lbfgs_value_and_grad
-
-
 def gradient_problem(problem: P.Problem) -> P.Problem:
-    """The problem whose reverse-mode gradient L-BFGS takes: `problem` itself, or, for a
-    converged contact solve (`contact_tolerance`) with unrolled derivatives, the same problem
-    with implicit ones (the same values: reverse mode does not pass a loop that runs to a
-    tolerance, and the converged solve's implicit derivative is the computed step's)."""
-    if problem.contact_tolerance is not None and problem.derivatives == "unrolled":
+    """The problem whose reverse-mode gradient L-BFGS takes, in JAX (`JaxKnots`): `problem`
+    itself, or the same problem with implicit derivatives where its own are compiled (C has no
+    reverse mode) or unrolled through a converged contact solve (reverse mode does not pass a
+    loop that runs to a tolerance). The values are the same: the converged solve's implicit
+    derivative is the computed step's."""
+    if problem.derivatives == "compiled" or (
+        problem.contact_tolerance is not None and problem.derivatives == "unrolled"
+    ):
         return problem.replace(derivatives="implicit")
     return problem
 
@@ -194,7 +176,11 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     fn = knot_backends.for_problem(gradient_problem(problem))
     data = problem.data
     shape = us.shape
-    value_and_grad = _lbfgs_value_and_grad(fn, shape)
+
+    def value_and_grad(data, u_flat):
+        cost, gradient = fn.cost_value_and_gradient(data, u_flat.reshape(shape))
+        return cost, gradient.reshape(-1)
+
     start = time.perf_counter()
     history = []
     status = {"value": "max_iterations"}
@@ -221,8 +207,8 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
 
     c0, _ = fun(last["x"])
     if not np.isfinite(c0):
-        xs, info = _rollout_and_info(fn, data, us, "diverged", 0, history, start)
-        return Trajectory.from_solution(problem, xs, us, info, "lbfgs-single")
+        result = _rollout_result(fn, data, us, "diverged", 0, history, start)
+        return Trajectory.from_solution(problem, result, "lbfgs-single")
     try:
         res = minimize(
             fun,
@@ -240,11 +226,11 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
     except StopIteration:  # the time budget ran out: keep the last accepted iterate
         x = last["x"]
     u = jnp.asarray(x).reshape(shape)
-    xs, info = _rollout_and_info(fn, data, u, status["value"], len(history), history, start)
-    return Trajectory.from_solution(problem, xs, u, info, "lbfgs-single")
+    result = _rollout_result(fn, data, u, status["value"], len(history), history, start)
+    return Trajectory.from_solution(problem, result, "lbfgs-single")
 
 
-def _rollout_and_info(fn, data, us, status, iterations, history, start):
-    """The rollout of `us` and the solver's `info` from its costs (one simulation)."""
+def _rollout_result(fn, data, us, status, iterations, history, start):
+    """The solver's result at the rollout of `us` (one simulation for states and costs)."""
     xs, *evaluation = fn.rollout_and_evaluate(data, us)
-    return xs, solution_info(status, iterations, evaluation, history, start)
+    return solve_result(xs, us, status, iterations, evaluation, history, start)

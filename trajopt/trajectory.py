@@ -18,6 +18,8 @@ import numpy as np
 
 from contact import terrain_to_dict
 
+from .engine.solve_result import ContactReport, SolveResult
+
 STATUSES = (
     "converged",
     "max_iterations",
@@ -58,46 +60,57 @@ class Trajectory:
     feedback: np.ndarray | None = None
 
     @classmethod
-    def from_solution(cls, problem, xs, us, info: dict, solver: str) -> Trajectory:
-        """The trajectory of a solve of `problem` (`trajopt.Problem`): knot states `xs`
-        (stacked `KnotState`), controls `us (T, nu)`, the solver's `info` (status,
-        iterations, cost, term_costs, history, forces, taus, defects, wall_time; optionally
-        feedback and the contact report) and the solver's name; `meta` keeps the problem's
-        description (`problem_description`)."""
-        xs = jax.tree_util.tree_map(np.asarray, xs)
+    def from_solution(cls, problem, result: SolveResult, solver: str) -> Trajectory:
+        """The trajectory of a solve of `problem` (`trajopt.Problem`) from the solver's
+        `result` (`trajopt.engine.solve_result.SolveResult`) and the solver's name; `meta`
+        keeps the problem's description (`problem_description`), the contact report, and, where
+        the solver gives them, why it stopped and where its time went."""
+        xs = jax.tree_util.tree_map(np.asarray, result.xs)
+        contact = result.contact or ContactReport()
+        meta = {
+            "robot": problem.model.name,
+            "problem": problem.name,
+            "solver": solver,
+            "horizon": problem.horizon,
+            "substeps": problem.substeps,
+            "contact": problem.contact,
+            "control": problem.control,
+            "num_sweeps": problem.num_sweeps,
+            "derivatives": problem.derivatives,
+            "wall_time_s": result.wall_time,
+            "defects": result.defects,
+            "contact_residual": contact.residual,
+            "unconverged_linearizations": (
+                None if result.contact is None else contact.unconverged_linearizations),
+            "contact_tolerance": problem.contact_tolerance,
+            "knot_contact_residuals": contact.knot_residuals,
+            "unconverged_knots": None if result.contact is None else contact.unconverged_knots,
+            **problem_description(problem),
+        }  # fmt: skip
+        if result.reason:
+            meta.update(reason=result.reason)
+        if result.timing:
+            meta.update(timing=result.timing, exact_derivatives_from=result.exact_derivatives_from)
+        if result.linearize_parts:  # one-call iterations: the linearisation's generated code
+            meta.update(linearize_parts=result.linearize_parts)
+        if result.terms_in_jax:  # derivatives="compiled": what ran beside the C, and its cost
+            meta.update(terms_in_jax=result.terms_in_jax,
+                        terms_in_jax_seconds=result.terms_in_jax_seconds)  # fmt: skip
         return cls(
             q=xs.q,
             v=xs.v,
-            u=np.asarray(us),
+            u=np.asarray(result.us),
             dt=problem.dt_knot,
-            tau=info["taus"],
-            force=info["forces"],
+            tau=result.taus,
+            force=result.forces,
             u_prev0=np.asarray(problem.data.x0.u_prev),
-            feedback=info.get("feedback"),
-            cost=info["cost"],
-            term_costs=info["term_costs"],
-            status=info["status"],
-            iterations=info["iterations"],
-            history=info["history"],
-            meta={
-                "robot": problem.model.name,
-                "problem": problem.name,
-                "solver": solver,
-                "horizon": problem.horizon,
-                "substeps": problem.substeps,
-                "contact": problem.contact,
-                "control": problem.control,
-                "num_sweeps": problem.num_sweeps,
-                "derivatives": problem.derivatives,
-                "wall_time_s": info["wall_time"],
-                "defects": info["defects"],
-                "contact_residual": info.get("contact_residual"),
-                "unconverged_linearizations": info.get("unconverged_linearizations"),
-                "contact_tolerance": problem.contact_tolerance,
-                "knot_contact_residuals": info.get("knot_contact_residuals"),
-                "unconverged_knots": info.get("unconverged_knots"),
-                **problem_description(problem),
-            },
+            feedback=result.feedback,
+            cost=result.cost,
+            term_costs=result.term_costs,
+            status=result.status,
+            iterations=result.iterations,
+            history=result.history,
+            meta=meta,
         )
 
     @property
@@ -239,19 +252,22 @@ def problem_description(problem) -> dict:
     }
 
 
-def solution_info(status: str, iterations: int, evaluation, history: list, start: float) -> dict:
-    """A solver's `info` (`Trajectory.from_solution`) from its final evaluation
-    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (`trajopt.engine.fddp`'s `evaluate`),
-    its status, iteration count, history and start time (`time.perf_counter()`)."""
+def solve_result(xs, us, status: str, iterations: int, evaluation, history: list,
+                 start: float) -> SolveResult:  # fmt: skip
+    """A solver's `SolveResult` from its final iterate `(xs, us)`, its final evaluation
+    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (a knot model's `evaluate`), its
+    status, iteration count, history and start time (`time.perf_counter()`)."""
     cost, terms, defects, forces, taus = evaluation
-    return {
-        "status": status,
-        "iterations": iterations,
-        "cost": float(cost),
-        "term_costs": {k: float(v) for k, v in terms.items()},
-        "history": history,
-        "forces": np.asarray(forces),
-        "taus": np.asarray(taus),
-        "defects": float(np.sum(np.abs(np.asarray(defects)))),
-        "wall_time": time.perf_counter() - start,
-    }
+    return SolveResult(
+        xs=xs,
+        us=us,
+        status=status,
+        iterations=iterations,
+        cost=float(cost),
+        term_costs={k: float(v) for k, v in terms.items()},
+        history=history,
+        forces=np.asarray(forces),
+        taus=np.asarray(taus),
+        defects=float(np.sum(np.abs(np.asarray(defects)))),
+        wall_time=time.perf_counter() - start,
+    )

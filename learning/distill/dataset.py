@@ -232,8 +232,8 @@ def _solve_batched(robot, pending, duration, max_iterations, devices, problem_op
                 for g, c in pending]  # fmt: skip
     results = solve_batched(problems, max_iterations=max_iterations, devices=devices)
     out = {}
-    for (gait, command), pr, (xs, us, info) in zip(pending, problems, results):
-        traj = Trajectory.from_solution(pr, xs, us, info, "fddp-single-batched")
+    for (gait, command), pr, result in zip(pending, problems, results):
+        traj = Trajectory.from_solution(pr, result, "fddp-single-batched")
         traj.meta.update({"gait": gait, "command": list(command)})
         out[(gait, command)] = traj
     return out

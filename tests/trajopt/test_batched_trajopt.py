@@ -38,13 +38,13 @@ single = [fddp.solve_fddp(p, None, u, max_iterations={MAX_ITERATIONS}, verbose=F
           for p, u in zip(problems, us0)]
 many = batched.solve_batched(problems, us0, max_iterations={MAX_ITERATIONS}, devices=4)
 one_device = batched.solve_batched(problems, us0, max_iterations={MAX_ITERATIONS})
-def pack(xs, us, info):
-    return {{"q": np.asarray(xs.q).tolist(), "v": np.asarray(xs.v).tolist(),
-            "us": np.asarray(us).tolist(), "status": info["status"],
-            "iterations": info["iterations"], "cost": info["cost"], "defects": info["defects"],
-            "history": [h["cost"] for h in info["history"]],
-            "steps": [h["step"] for h in info["history"]],
-            "devices": info.get("devices", 1)}}
+def pack(r):
+    return {{"q": np.asarray(r.xs.q).tolist(), "v": np.asarray(r.xs.v).tolist(),
+            "us": np.asarray(r.us).tolist(), "status": r.status,
+            "iterations": r.iterations, "cost": r.cost, "defects": r.defects,
+            "history": [h["cost"] for h in r.history],
+            "steps": [h["step"] for h in r.history],
+            "devices": r.devices}}
 # the distillation dataset from a grid of 7 commands: one by one, and batched on 4 devices
 # (padded to 8: the batched structure above is reused)
 from learning.distill import dataset as distill
@@ -53,8 +53,8 @@ grid = [(0.0, 0.0, 0.0), (0.1, 0.0, 0.0), (0.2, 0.0, 0.0), (0.3, 0.0, 0.0), (0.1
 options = dict(duration=0.06, max_iterations={MAX_ITERATIONS}, verbose=False)
 one = distill.build_dataset("solo12", grid, **options)
 both = distill.build_dataset("solo12", grid, batched=True, devices=4, **options)
-print(json.dumps({{"single": [pack(*s) for s in single], "batched": [pack(*b) for b in many],
-                  "one_device": [pack(*b) for b in one_device],
+print(json.dumps({{"single": [pack(s) for s in single], "batched": [pack(b) for b in many],
+                  "one_device": [pack(b) for b in one_device],
                   "dataset": [np.asarray(one.obs).tolist(), np.asarray(one.actions).tolist()],
                   "dataset_batched": [np.asarray(both.obs).tolist(),
                                       np.asarray(both.actions).tolist()]}}))

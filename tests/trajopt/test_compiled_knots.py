@@ -209,14 +209,14 @@ def test_every_compiled_iteration_equals_the_implicit_one(robot, contact):
     for _ in range(6):
         a = fddp.solve_fddp(compiled, xs, us, max_iterations=1, mu0=mu, verbose=False)
         b = fddp.solve_fddp(implicit, xs, us, max_iterations=1, mu0=mu, verbose=False)
-        assert a[2]["status"] == b[2]["status"]
-        if not a[2]["history"]:
+        assert a.status == b.status
+        if not a.history:
             break
-        assert a[2]["history"][0]["step"] == b[2]["history"][0]["step"]
-        assert _relative(a[2]["cost"], b[2]["cost"]) < 1e-10
-        assert _relative(a[1], b[1]) < 1e-10
-        assert _relative(a[2]["feedback"], b[2]["feedback"]) < 1e-10
-        xs, us, mu = a[0], a[1], a[2]["history"][0]["mu"]
+        assert a.history[0]["step"] == b.history[0]["step"]
+        assert _relative(a.cost, b.cost) < 1e-10
+        assert _relative(a.us, b.us) < 1e-10
+        assert _relative(a.feedback, b.feedback) < 1e-10
+        xs, us, mu = a.xs, a.us, a.history[0]["mu"]
 
 
 @pytest.mark.slow  # about 40 s: the ANYmal trot compiles in C and in JAX
@@ -375,20 +375,20 @@ def test_the_one_call_iteration_equals_the_python_iteration_over_the_compiled_ca
     iteration ran in one C call, and its timing has the three parts, the linearisation's split
     into its generated code and elimination."""
     a, b, in_c = _solve_both_ways(_problem(), monkeypatch)
-    assert in_c == 5 and a[2]["iterations"] == 5
-    for ra, rb in zip(a[2]["history"], b[2]["history"], strict=True):
+    assert in_c == 5 and a.iterations == 5
+    for ra, rb in zip(a.history, b.history, strict=True):
         assert (ra["step"], ra["mu"]) == (rb["step"], rb["mu"])
         assert ra["expected"] == pytest.approx(rb["expected"], rel=1e-12)
         assert ra["contact_residual"] == pytest.approx(rb["contact_residual"], rel=1e-12)
-    assert _relative(a[1], b[1]) < 1e-12
-    assert _relative(a[2]["feedback"], b[2]["feedback"]) < 1e-12
-    assert _relative(a[2]["cost"], b[2]["cost"]) < 1e-12
-    assert a[2]["term_costs"] == pytest.approx(b[2]["term_costs"], rel=1e-12, abs=1e-14)
-    assert all(a[2]["timing"][part] > 0 for part in fddp_step.ITERATION_PARTS)
-    inside = a[2]["linearize_parts"]  # the generated code's and the elimination's seconds
+    assert _relative(a.us, b.us) < 1e-12
+    assert _relative(a.feedback, b.feedback) < 1e-12
+    assert _relative(a.cost, b.cost) < 1e-12
+    assert a.term_costs == pytest.approx(b.term_costs, rel=1e-12, abs=1e-14)
+    assert all(a.timing[part] > 0 for part in fddp_step.ITERATION_PARTS)
+    inside = a.linearize_parts  # the generated code's and the elimination's seconds
     assert set(inside) == set(fddp_step.LINEARIZE_PARTS) and min(inside.values()) > 0
-    assert sum(inside.values()) < a[2]["timing"]["linearize"]
-    assert b[2]["linearize_parts"] == {}  # the Python iteration does not split it
+    assert sum(inside.values()) < a.timing["linearize"]
+    assert b.linearize_parts == {}  # the Python iteration does not split it
 
 
 def test_the_one_call_iteration_leaves_irregular_knots_to_the_python_iteration(monkeypatch):
@@ -398,9 +398,9 @@ def test_the_one_call_iteration_leaves_irregular_knots_to_the_python_iteration(m
     strict = functools.partial(compiled_iteration.iterate, rcond=1.0)
     monkeypatch.setattr(compiled_iteration, "iterate", strict)
     a, b, in_c = _solve_both_ways(_problem(), monkeypatch, iterations=2)
-    assert in_c == 0 and a[2]["iterations"] == 2
-    np.testing.assert_array_equal(a[1], b[1])
-    assert a[2]["cost"] == b[2]["cost"]
+    assert in_c == 0 and a.iterations == 2
+    np.testing.assert_array_equal(a.us, b.us)
+    assert a.cost == b.cost
 
 
 def test_the_one_call_iteration_reports_no_step_and_a_passed_deadline_as_python_does():
@@ -454,3 +454,30 @@ def test_a_compiled_solve_traces_and_compiles_no_jax_program():
         assert events  # the counter counts
     finally:
         monitoring.unregister_event_duration_listener(count)
+
+
+def test_both_knot_backends_implement_the_knot_model_contract():
+    """The JAX and the C backend are `KnotModel`s (every call of the contract, no optional
+    ones): the solver calls the same methods on both, and a model without a one-call
+    iteration says so by returning None. `FDDP` returns a typed `SolveResult`."""
+    from trajopt.engine.knot_model import KnotModel
+    from trajopt.engine.solve_result import ContactReport, SolveResult
+
+    compiled = _problem()
+    backends = [knot_backends.for_problem(p)
+                for p in (compiled, compiled.replace(derivatives="implicit"))]  # fmt: skip
+    assert [type(b).__name__ for b in backends] == ["CompiledKnots", "JaxKnots"]
+    assert all(isinstance(b, KnotModel) for b in backends)
+    assert not isinstance(object(), KnotModel)
+    fn = backends[1]
+    _, us = initial_guess(compiled)
+    xs = fn.rollout(compiled.data, us)[0]
+    assert fn.iterate_in_one_call(compiled.data, xs, us, 0.0, None, 1e-6) is None
+    assert fn.linearizer(1) == fn.linearize_all and fn.linearizer(2) == fn.linearize_in_two_threads
+    with pytest.raises(ValueError, match="1 thread"):
+        backends[0].linearizer(2)
+    result = fddp.solve_fddp(compiled, None, us, max_iterations=2, verbose=False)
+    assert isinstance(result, SolveResult) and isinstance(result.contact, ContactReport)
+    assert result.iterations == 2 and len(result.history) == 2
+    assert len(result.contact.knot_residuals) == compiled.horizon
+    assert result.us.shape == (compiled.horizon, compiled.nu)

@@ -150,7 +150,8 @@ def test_the_riccati_pass_in_c_equals_jaxs_on_a_go2_trot():
     fn = knot_backends.for_problem(problem)
     assert fn.backward is compiled_riccati.backward  # what the solver calls for this problem
     _, us = initial_guess(problem)
-    xs, us, _ = fddp.solve_fddp(problem, None, us, max_iterations=2, verbose=False)
+    solved = fddp.solve_fddp(problem, None, us, max_iterations=2, verbose=False)
+    xs, us = solved.xs, solved.us
     lin = fn.linearize_all(problem.data, xs, us)
     defects = 1e-3 * np.random.default_rng(4).normal(size=(problem.horizon + 1, problem.nx))
     model = fn.gauss_newton(lin)
@@ -274,6 +275,6 @@ def test_solves_with_one_and_two_linearisation_threads_are_the_same(tiny):
     problem, _, _, us = tiny
     one = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False)
     two = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False, linearize_threads=2)
-    assert one[2]["iterations"] == two[2]["iterations"] == 3
-    assert one[2]["cost"] == two[2]["cost"]
+    assert one.iterations == two.iterations == 3
+    assert one.cost == two.cost
     np.testing.assert_array_equal(np.asarray(one[1]), np.asarray(two[1]))

@@ -165,12 +165,12 @@ def test_an_fddp_solve_loaded_from_disk_is_the_same_bit_for_bit(folder):
     names = ("rollout_and_evaluate", "linearize_all", "line_search")
     assert all(getattr(fn, n).loaded >= 1 and getattr(fn, n).exported == 0 for n in names)
     assert riccati.RICCATI.loaded > riccati_loaded  # the second solve read the Riccati pass
-    (xs_a, us_a, info_a), (xs_b, us_b, info_b) = solves
-    assert _same((xs_a, us_a), (xs_b, us_b))
-    assert info_a["iterations"] == info_b["iterations"] >= 1
-    untimed = [[{k: v for k, v in r.items() if k != "time"} for r in i["history"]]
+    info_a, info_b = solves
+    assert _same((info_a.xs, info_a.us), (info_b.xs, info_b.us))
+    assert info_a.iterations == info_b.iterations >= 1
+    untimed = [[{k: v for k, v in r.items() if k != "time"} for r in i.history]
                for i in (info_a, info_b)]  # fmt: skip
-    assert info_a["cost"] == info_b["cost"] and untimed[0] == untimed[1]
+    assert info_a.cost == info_b.cost and untimed[0] == untimed[1]
 
 
 def test_the_fddp_iteration_functions_are_keyed_by_the_structure():

@@ -146,7 +146,7 @@ def test_the_batched_solver_takes_the_terms_and_their_targets():
     single = [fddp.solve_fddp(p, None, u, max_iterations=6, verbose=False)
               for p, u in zip(problems, us0)]  # fmt: skip
     together = batched.solve_batched(problems, us0, max_iterations=6)
-    for (_, _, a), (_, _, b) in zip(single, together):
-        assert (a["status"], a["iterations"]) == (b["status"], b["iterations"])
-        assert a["cost"] == pytest.approx(b["cost"], rel=1e-9)
-    assert single[0][2]["term_costs"]["reach_y"] != single[1][2]["term_costs"]["reach_y"]
+    for a, b in zip(single, together):
+        assert (a.status, a.iterations) == (b.status, b.iterations)
+        assert a.cost == pytest.approx(b.cost, rel=1e-9)
+    assert single[0].term_costs["reach_y"] != single[1].term_costs["reach_y"]

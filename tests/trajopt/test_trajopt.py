@@ -389,13 +389,14 @@ def test_a_failed_line_search_reports_the_prediction_the_trials_and_mu(smooth_sh
     monkeypatch.setattr(fn, "linearize_all", wrong_sign)
     _, us = initial_guess(short_problem)
     xs, cost, *_ = fn.rollout_and_evaluate(short_problem.data, us)
-    xs, us, info = fddp.solve_fddp(short_problem, None, us, max_iterations=5, verbose=False)
-    assert info["status"] == "line_search_failed" and info["iterations"] == 1
-    assert not info["history"] and info["cost"] == float(cost)
+    info = fddp.solve_fddp(short_problem, None, us, max_iterations=5, verbose=False)
+    xs, us = info.xs, info.us
+    assert info.status == "line_search_failed" and info.iterations == 1
+    assert not info.history and info.cost == float(cost)
     lin = wrong_sign(short_problem.data, xs, us)
     _, _, dV1, _, _ = riccati.RICCATI(lin, np.zeros((short_problem.horizon + 1, short_problem.nx)),
                                    1e-6)  # fmt: skip
-    reason = info["reason"]
+    reason = info.reason
     assert f"predicted a decrease of {abs(float(dV1)):.3g} for the full step" in reason
     assert "for mu from 1e-06 to 1e+10" in reason
     change = float(reason.split("changed it by ")[1].split(";")[0])
@@ -416,6 +417,9 @@ class WrongSignDerivatives:
     def linearize_all(self, data, xs, us):
         lin = self.backend.linearize_all(data, xs, us)
         return lin._replace(R_x=-lin.R_x, R_u=-lin.R_u, R_T=-lin.R_T)
+
+    def linearizer(self, threads):
+        return self.linearize_all
 
 
 def test_a_failed_line_search_retries_with_the_computed_steps_derivatives(short_problem,
@@ -442,21 +446,22 @@ def test_a_failed_line_search_retries_with_the_computed_steps_derivatives(short_
     monkeypatch.setitem(knot_backends.CACHED, shooting.structure_key(implicit),
                         WrongSignDerivatives(fn))  # fmt: skip
     _, us0 = initial_guess(unrolled)
-    xs, us, info = fddp.solve_fddp(implicit, None, us0, max_iterations=3, verbose=False)
-    xs_u, us_u, info_u = fddp.solve_fddp(unrolled, None, us0, max_iterations=3, verbose=False)
-    assert info["exact_derivatives_from"] == 1 and info_u["exact_derivatives_from"] is None
-    assert info["iterations"] == info_u["iterations"] == 3 and info["status"] == info_u["status"]
+    info = fddp.solve_fddp(implicit, None, us0, max_iterations=3, verbose=False)
+    info_u = fddp.solve_fddp(unrolled, None, us0, max_iterations=3, verbose=False)
+    (xs, us), (xs_u, us_u) = (info.xs, info.us), (info_u.xs, info_u.us)
+    assert info.exact_derivatives_from == 1 and info_u.exact_derivatives_from is None
+    assert info.iterations == info_u.iterations == 3 and info.status == info_u.status
     np.testing.assert_array_equal(us, us_u)
     np.testing.assert_array_equal(xs.q, xs_u.q)
-    assert [h["cost"] for h in info["history"]] == [h["cost"] for h in info_u["history"]]
-    assert info["reason"].endswith(
+    assert [h["cost"] for h in info.history] == [h["cost"] for h in info_u.history]
+    assert info.reason.endswith(
         "with the derivatives of the computed step (unrolled) from iteration 1, where the "
         "implicit ones predicted a decrease no step gave"
     )
-    _, _, budgeted = fddp.solve_fddp(implicit, None, us0, max_iterations=3, time_budget=60.0,
+    budgeted = fddp.solve_fddp(implicit, None, us0, max_iterations=3, time_budget=60.0,
                                      verbose=False)  # fmt: skip
-    assert budgeted["status"] == "line_search_failed" and budgeted["iterations"] == 1
-    assert budgeted["exact_derivatives_from"] is None and not budgeted["history"]
+    assert budgeted.status == "line_search_failed" and budgeted.iterations == 1
+    assert budgeted.exact_derivatives_from is None and not budgeted.history
 
 
 def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_problem, monkeypatch):
@@ -476,12 +481,12 @@ def test_a_time_budget_does_not_begin_an_iteration_it_cannot_finish(short_proble
         return true_linearize(*args)
 
     monkeypatch.setattr(fn, "linearize_all", slow)
-    *_, one = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=0.75,
+    one = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=0.75,
                               verbose=False)  # fmt: skip
-    *_, two = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=1.4,
+    two = fddp.solve_fddp(short_problem, None, us, max_iterations=5, time_budget=1.4,
                               verbose=False)  # fmt: skip
-    assert one["status"] == "time_budget" and one["iterations"] == 1 and one["wall_time"] < 0.75
-    assert two["status"] == "time_budget" and two["iterations"] == 2
+    assert one.status == "time_budget" and one.iterations == 1 and one.wall_time < 0.75
+    assert two.status == "time_budget" and two.iterations == 2
 
 
 def test_the_next_iteration_starts_from_crocoddyls_regularisation_schedule():

@@ -33,7 +33,7 @@ torques' as `shooting.knot_costs` does), its rollout, its line search's forward 
 their costs run in the generated C (`trajopt.engine.generated_code`), its Gauss-Newton model and
 Riccati pass in C (`trajopt.engine.compiled_riccati`); a trial's defects are `(1 - alpha)` times the
 pass's (`CompiledKnots.evaluate_forward`), and own terms that CasADi cannot evaluate are
-evaluated in JAX. `CompiledKnots.iterate_in_c` runs a whole FDDP iteration of these pieces in
+evaluated in JAX. `CompiledKnots.iterate_in_one_call` runs a whole FDDP iteration of these pieces in
 one C call (`trajopt.engine.compiled_iteration`). Supported: what the CasADi model supports
 (`trajopt.engine.casadi_model`: hard and smooth contact, plane terrains, pd and torque control).
 """
@@ -228,7 +228,7 @@ def knot_dynamics(problem: P.Problem, functions: generated_code.SubstepFunctions
 
 
 class CompiledKnots:
-    """The knot backend of a `derivatives="compiled"` problem structure: the calls of
+    """The knot backend of a `derivatives="compiled"` problem structure, a `KnotModel`: the calls of
     `JaxKnots` (`trajopt.engine.jax_knots`), with the linearisation, the rollout, the line search's
     forward passes and their costs in generated C, and the Riccati pass in C
     (`trajopt.engine.compiled_riccati`)."""
@@ -255,9 +255,15 @@ class CompiledKnots:
         self._weights = None  # (data.weights, (w_running, w_terminal)) of the last weights read
         self.jax_terms_seconds = 0.0  # the linearisation time of `terms_in_jax`, accumulated
 
-    one_call = True  # FDDP's iteration in one C call (`iterate_in_c`) where that covers it
+    one_call = True  # FDDP's iteration in one C call (`iterate_in_one_call`) where that covers it
 
-    def iterate_in_c(self, data, xs, us, cost, defects, mu, deadline=float("inf")):
+    def linearizer(self, threads: int):
+        """`linearize_all`: the linearisation runs in C, on one thread."""
+        if threads != 1:
+            raise ValueError(f"derivatives='compiled' linearises on 1 thread, got {threads!r}")
+        return self.linearize_all
+
+    def iterate_in_one_call(self, data, xs, us, cost, defects, mu, deadline=float("inf")):
         """FDDP's iteration from `(xs, us)` in one C call (`trajopt.engine.compiled_iteration`): a
         `fddp_step.Iteration`, or None where that does not cover it (own terms that run in
         JAX, a knot whose contact map is not provably regular, or `one_call` off): then

@@ -23,7 +23,7 @@ residuals) and terminal cost `0.5 |r_T(x)|^2`. Each iteration:
    0.5, `10 mu` after one of at most 0.01 (a model that over-predicts, as at a kink of the
    contact model), else the same `mu`.
 
-Stopping (`info["status"]`, and `info["reason"]` says why in words, with the numbers):
+Stopping (the result's `status`, and its `reason` says why in words, with the numbers):
 
     converged  <=>  a full step (alpha = 1) was taken at mu <= 1e-4 on a feasible trajectory
                     (sum_t |f_t|_1 < defect_tolerance) whose model predicted
@@ -54,13 +54,13 @@ the rollout computes, and the model can predict a decrease no trial gives. So, b
 "line_search_failed", such a solve without a `time_budget` retries the iteration from the same
 point with `exact_derivatives(problem)` (fixed sweeps: the unrolled derivatives, in JAX; a
 tolerance: the contact solved 100 times tighter) and keeps them to the end:
-`info["exact_derivatives_from"]` is that iteration (None if never). A
+the result's `exact_derivatives_from` is that iteration (None if never). A
 real-time solve (with a `time_budget`) keeps its derivatives, as the switch's first use
 compiles.
 
 The solver never returns NaN: a non-finite trial is a rejected step, and a non-finite start
 stops with status "diverged". Progress (iteration, cost, step, defects, mu) prints unless quiet.
-`info["timing"]` splits the solve's wall time [s] into the knots' linearisation, the Riccati
+The result's `timing` splits the solve's wall time [s] into the knots' linearisation, the Riccati
 passes, the line searches and the rest (the start's evaluation, host transfers, bookkeeping).
 
 The knots are the problem's knot backend (`trajopt.engine.knot_backends.for_problem`: JAX, or C for
@@ -68,22 +68,25 @@ The knots are the problem's knot backend (`trajopt.engine.knot_backends.for_prob
 Riccati pass (`trajopt.engine.riccati`, or `trajopt.engine.compiled_riccati`: it flags a `Q_uu`
 that is not positive definite, so the loop raises `mu`) and the line search's forward passes
 (`trajopt.engine.shooting`). One iteration, steps 1-4 at one point, is
-`trajopt.engine.fddp_step.iterate` over those calls; for `derivatives="compiled"` it is one C call
-(`CompiledKnots.iterate_in_c`, `trajopt.engine.compiled_iteration`) where that covers the problem.
-This module holds the acceptance of a step, the stopping rule and the loop.
+`trajopt.engine.fddp_step.iterate` over those calls; for `derivatives="compiled"` it is one C
+call (`CompiledKnots.iterate_in_one_call`, `trajopt.engine.compiled_iteration`) where that covers
+the problem. This module holds the acceptance of a step, the stopping rule and the loop (`FDDP`,
+returning a `SolveResult`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import problem as P
 from . import fddp_step, knot_backends
+from .knot_model import KnotModel
 from .shooting import ALPHAS
+from .solve_result import ContactReport, SolveResult
 
 # Largest impulse-solve residual [m/s] at which a linearisation point's contact solves count as
 # converged with the paper's fixed sweeps (a problem without a `contact_tolerance`): the planners'
@@ -95,7 +98,7 @@ EXACT_NOTE = "the derivatives of the computed step (unrolled)"  # `exact_derivat
 # A converged contact solve's retry (`exact_derivatives`): its tolerance times TIGHTENING, not
 # below TIGHTEST [m/s] (the residual's rounding floor on these problems is about 1e-15)
 TIGHTENING, TIGHTEST = 1e-2, 1e-10
-TIMING_PARTS = fddp_step.ITERATION_PARTS + ("other",)  # `info["timing"]`'s keys
+TIMING_PARTS = fddp_step.ITERATION_PARTS + ("other",)  # `SolveResult.timing`'s keys
 
 
 def check_linearize_threads(threads, derivatives: P.ProblemDerivatives | None = None) -> int:
@@ -199,203 +202,76 @@ def budget_reason(status: str, done: int, first, bound: float, gaps: float, limi
     )
 
 
-def solve_fddp(
-    problem: P.Problem,
-    xs=None,
-    us=None,
-    *,
-    max_iterations: int = 50,
-    time_budget: float | None = None,
-    tolerance: float = 1e-4,
-    defect_tolerance: float = 1e-6,
-    mu0: float = 1e-6,
-    verbose: bool = True,
-    callback=None,
-    linearize_threads: int = 1,
-):
-    """Run FDDP from `(xs, us)` (KnotState stacked `T+1`, `(T, nu)`); `xs=None`: roll out `us`
-    (single shooting). Returns `(xs, us, info)` with `info` = status, reason, iterations, cost,
-    term_costs, history, forces, taus, defects, wall_time, timing, feedback, and the contact
-    solves' report at the linearisation points (`contact_report`: `contact_residual`,
-    `unconverged_linearizations`; every history record has its point's `contact_residual`).
+@dataclass
+class Point:
+    """An iterate and its evaluation, on the host: states `xs` (stacked `KnotState`), controls
+    `us (T, nu)`, `cost`, `terms` ({term: cost}), `defects (T+1, nx)`, `forces`, `taus`."""
 
-    Stops "converged" by the rule of the module docstring; `info["reason"]` says why the solve
-    stopped, with the numbers; `info["timing"]` the seconds spent in `TIMING_PARTS` over the
-    whole solve (they sum to `wall_time`), `info["linearize_parts"]` those of the linearisation
-    spent in the generated code and the substeps' elimination by one-call iterations
-    (`fddp_step.LINEARIZE_PARTS`; empty when none ran).
-    `linearize_threads`: 1, or 2 to linearise the two halves of the horizon at the same time
-    (`JaxKnots.linearize_in_two_threads`: the same iterates, on two cores)."""
-    two_threads = check_linearize_threads(linearize_threads, problem.derivatives) == 2
-    fn = knot_backends.for_problem(problem)
-    linearize = fn.linearize_in_two_threads if two_threads else fn.linearize_all
-    data = problem.data
-    start = time.perf_counter()
-    timing = dict.fromkeys(TIMING_PARTS, 0.0)
-    linearize_parts: dict = {}  # within timing["linearize"], from one-call iterations
-    in_jax = dict(getattr(fn, "terms_in_jax", {}))  # own terms beside the generated C
-    jax_terms_start = getattr(fn, "jax_terms_seconds", 0.0)
-    if in_jax and verbose:
-        print("own terms linearised in JAX beside the generated C: "
-              + "; ".join(f"{name} ({why})" for name, why in in_jax.items()))  # fmt: skip
-    if xs is None:  # single shooting: the rollout's own transitions give the costs
+    xs: object
+    us: object
+    cost: float
+    terms: dict
+    defects: np.ndarray
+    forces: object
+    taus: object
+
+    @property
+    def gaps(self) -> float:
+        """`sum_t |f_t|_1`: how far the iterate is from a feasible trajectory."""
+        return float(np.sum(np.abs(self.defects)))
+
+
+def start_point(fn: KnotModel, data, xs, us, horizon: int) -> tuple[Point, bool]:
+    """The evaluated start `(point, finite)`: `xs=None` rolls out `us` (single shooting, the
+    rollout's own transitions give the costs). A start whose cost or defects are not finite
+    comes back as the initial state at every knot, with infinite costs and zero defects,
+    forces and torques (never NaN), and `finite` False."""
+    if xs is None:
         xs, cost, terms, defects, forces, taus = fn.rollout_and_evaluate(data, us)
     else:
         cost, terms, defects, forces, taus = fn.evaluate(data, xs, us)
     # one transfer each time, not one per value: an MPC cycle's overhead counts
     cost, defects, terms = jax.device_get((cost, defects, terms))
-    cost = float(cost)
-    history = []
-    status, reason = "max_iterations", None
-    mu = mu0
-    iteration = 0
-    feedback = None  # (T, nu, nx) the Riccati gains K of the last accepted step
-    prediction = None  # (|dV1|, max |k|, mu, dV2) of the last iteration's first Riccati pass
-    bound = 0.0
-    if not np.isfinite(cost) or not np.all(np.isfinite(defects)):
-        # Never hand NaN back: keep the (finite) initial state at every knot, report inf.
-        status = "diverged"
-        reason = "the initial trajectory's cost or defects are not finite"
-        max_iterations = 0
-        xs = jax.tree_util.tree_map(
-            lambda a: jnp.tile(a, (problem.horizon + 1,) + (1,) * a.ndim), data.x0
-        )
-        cost = float("inf")
-        terms = {k_: float("inf") for k_ in terms}
-        forces = np.zeros(np.shape(forces))
-        taus = np.zeros(np.shape(taus))
-        defects = np.zeros(np.shape(defects))
-    if verbose:
-        print(
-            f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10} "
-            f"{'contact':>9}"
-        )
-        print(f"{0:>4} {cost:>12.5g} {'-':>8} {np.sum(np.abs(defects)):>10.3g} {mu:>8.1e}")
-    contact_residuals = []  # the largest impulse-solve residual at each linearisation point
-    knot_residuals = None  # each knot's, at the last linearisation point
-    exact = exact_derivatives(problem) if time_budget is None else None
-    exact_from = None  # the iteration from which the derivatives are the computed step's
-    deadline = float("inf") if time_budget is None else start + time_budget
-    while iteration < max_iterations:
-        iteration += 1
-        began = time.perf_counter()
-        gaps = float(np.sum(np.abs(defects)))
-        bound = decrease_bound(cost, tolerance)
-        step = None
-        in_c = getattr(fn, "iterate_in_c", None)
-        if in_c is not None and not two_threads:
-            step = in_c(data, xs, us, cost, defects, mu, deadline)
-        if step is None:
-            step = fddp_step.iterate(fn, linearize, data, xs, us, cost, defects, mu, deadline)
-        for part, seconds in step.seconds.items():
-            timing[part] += seconds
-        for part, seconds in (step.linearize_parts or {}).items():
-            linearize_parts[part] = linearize_parts.get(part, 0.0) + seconds
-        contact_residual = step.contact_residual
-        contact_residuals.append(contact_residual)
-        knot_residuals = step.knot_residuals
-        mu, first = step.mu, step.first
-        if first is not None:
-            prediction = first
-        if step.status == "out_of_time":
-            status = "time_budget"
-            break
-        if step.status == "no_step":
-            # No step decreases the merit. At a (possibly non-smooth) minimum of a feasible
-            # trajectory the Gauss-Newton model also predicts no decrease: that is convergence.
-            if first is not None and first[0] < bound and gaps < defect_tolerance:
-                status = "converged"
-                reason = converged_reason(
-                    first[0], gaps, bound,
-                    f"no step lowers the merit for mu from {first[2]:.0e} to {mu:.0e} (the "
-                    f"first pass's step max |k| = {first[1]:.3g})",
-                )  # fmt: skip
-            elif exact is not None and exact_from is None:
-                # the model is not the computed step's: retry from here with one that is
-                exact_from, fn = iteration, knot_backends.for_problem(exact)
-                linearize = fn.linearize_in_two_threads if two_threads else fn.linearize_all
-                if verbose:
-                    print(f"{iteration:>4} no step: retrying with {exact_note(problem)}")
-                contact_residuals.pop()
-                iteration -= 1
-                mu = mu0
-                continue
-            else:
-                status = "line_search_failed"
-                reason = line_search_reason(first, step.trials, mu, gaps, defect_tolerance,
-                                            contact_residual)  # fmt: skip
-            break
-        alpha, K, dV1, k_max = step.alpha, step.K, step.dV1, step.k_max
-        xs, us, cost, terms, defects, forces, taus = step.trial
-        feedback = K
-        mu = float(fddp_step.next_mu(mu, alpha))
-        gaps = float(np.sum(np.abs(defects)))
-        record = {
-            "iteration": iteration,
-            "time": time.perf_counter() - start,
-            "cost": cost,
-            "step": alpha,
-            "defects": gaps,
-            "mu": mu,
-            "expected": float(-dV1),
-            "step_size": k_max,  # max |k| of the accepted step's Riccati pass
-            "contact_residual": contact_residual,  # at the point this iteration linearised
-            "terms": {k_: float(v) for k_, v in terms.items()},
-        }
-        history.append(record)
-        if verbose:
-            print(
-                f"{iteration:>4} {cost:>12.5g} {alpha:>8.3g} {gaps:>10.3g} {mu:>8.1e} "
-                f"{-dV1:>10.3g} {contact_residual:>9.2g}"
-            )
-        if callback is not None:
-            callback(record)
-        # Converged: a full Gauss-Newton step was taken, barely regularised, predicting a
-        # negligible change, on a feasible trajectory.
-        if alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance and abs(dV1) < decrease_bound(
-            cost, tolerance
-        ):
-            status = "converged"
-            reason = converged_reason(abs(dV1), gaps, decrease_bound(cost, tolerance),
-                                      "a full step at mu <= 1e-4")  # fmt: skip
-            break
-        now = time.perf_counter()
-        if (time_budget is not None and iteration < max_iterations
-                and next_iteration_overruns(now - start, now - began, time_budget)):  # fmt: skip
-            status = "time_budget"
-            break
-    gaps = float(np.sum(np.abs(defects)))
-    if status in ("max_iterations", "time_budget"):
-        limit = max_iterations if status == "max_iterations" else time_budget
-        reason = budget_reason(status, iteration, prediction, bound, gaps, limit)
-    if exact_from is not None:
-        reason += (f"; with {exact_note(problem)} from iteration {exact_from}, where the "
-                   f"{problem.derivatives} ones predicted a decrease no step gave")  # fmt: skip
-    wall_time = time.perf_counter() - start
-    timing["other"] = max(wall_time - sum(timing.values()), 0.0)
-    if verbose:
-        print(f"{status}: {reason}")
-    info = {
-        "status": status,
-        "reason": reason,
-        "iterations": iteration if status != "diverged" else 0,
-        "cost": cost,
-        "term_costs": {k_: float(v) for k_, v in terms.items()},
-        "history": history,
-        "forces": np.asarray(forces),
-        "taus": np.asarray(taus),
-        "defects": gaps,
-        "wall_time": wall_time,
-        "timing": timing,
-        "linearize_parts": linearize_parts,
-        # {name: why} of the own terms linearised in JAX, and their seconds (within "linearize")
-        "terms_in_jax": in_jax,
-        "terms_in_jax_seconds": getattr(fn, "jax_terms_seconds", 0.0) - jax_terms_start,
-        "feedback": None if feedback is None else np.asarray(feedback),
-        "exact_derivatives_from": exact_from,
-        **contact_report(contact_residuals, knot_residuals, problem, verbose),
-    }
-    return xs, us, info
+    if np.isfinite(cost) and np.all(np.isfinite(defects)):
+        return Point(xs, us, float(cost), terms, defects, forces, taus), True
+    x0 = jax.device_get(data.x0)
+    xs = jax.tree_util.tree_map(lambda a: np.tile(a, (horizon + 1,) + (1,) * np.ndim(a)), x0)
+    inf = float("inf")
+    return Point(xs, us, inf, dict.fromkeys(terms, inf), np.zeros(np.shape(defects)),
+                 np.zeros(np.shape(forces)), np.zeros(np.shape(taus))), False  # fmt: skip
+
+
+def full_step_converged(alpha: float, mu: float, gaps: float, expected: float, cost: float,
+                        tolerance: float, defect_tolerance: float) -> bool:  # fmt: skip
+    """Whether an accepted step ends the solve: a full Gauss-Newton step (`alpha = 1`), barely
+    regularised (`mu <= 1e-4`), on a feasible trajectory, its model predicting a negligible
+    change (`|dV1| = expected < tolerance (1 + |cost|)`)."""
+    return (alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance
+            and expected < decrease_bound(cost, tolerance))  # fmt: skip
+
+
+def no_step_outcome(first, gaps: float, bound: float, defect_tolerance: float,
+                    can_retry: bool) -> str:  # fmt: skip
+    """What an iteration in which no step lowered the merit means: "converged" at a (possibly
+    non-smooth) minimum of a feasible trajectory, where the first Riccati pass's model also
+    predicts no decrease (`first[0] = |dV1| < bound`); else "retry" with the computed step's
+    derivatives where the solve may still switch to them; else "line_search_failed"."""
+    if first is not None and first[0] < bound and gaps < defect_tolerance:
+        return "converged"
+    return "retry" if can_retry else "line_search_failed"
+
+
+def print_contact_note(report: ContactReport, points: int, problem: P.Problem) -> None:
+    """One line on the linearisation points whose contact solve did not converge."""
+    bound = contact_tolerance(problem)
+    how = (f"in {problem.num_sweeps} sweeps" if problem.contact_tolerance is None
+           else f"to {bound:g} m/s within {problem.num_sweeps} sweeps")  # fmt: skip
+    print(
+        f"note: at {report.unconverged_linearizations} of {points} linearisation points the "
+        f"contact solve had not converged {how} (largest residual {report.residual:.2g} m/s > "
+        f"{bound:g}); at the last one, knots {report.unconverged_knots or 'none'}: there the "
+        "optimised dynamics approximate Coulomb contact"
+    )
 
 
 def contact_tolerance(problem: P.Problem) -> float:
@@ -406,31 +282,209 @@ def contact_tolerance(problem: P.Problem) -> float:
     return problem.contact_tolerance
 
 
-def contact_report(
-    residuals: list, knot_residuals, problem: P.Problem, verbose: bool
-) -> dict:
-    """The solver's report on its contact solves: `contact_residual`, the largest
-    impulse-solve residual over the linearisation points [m/s] (None without an iteration);
-    `unconverged_linearizations`, how many points exceeded `contact_tolerance(problem)`;
-    `knot_contact_residuals`, each knot's largest residual at the last linearisation point
-    (a list, None without an iteration); and `unconverged_knots`, the knots above the
-    tolerance there. Where a solve has not converged the optimised dynamics approximate
-    Coulomb contact (the derivatives stay finite). Prints one line when any did and
-    `verbose`."""
-    bound = contact_tolerance(problem)
-    unconverged = sum(r > bound for r in residuals)
-    worst = max(residuals) if residuals else None
-    per_knot = (None if knot_residuals is None
-                else np.asarray(knot_residuals, float).reshape(-1).tolist())  # fmt: skip
-    knots = [] if per_knot is None else [t for t, r in enumerate(per_knot) if r > bound]
-    if verbose and unconverged:
-        how = (f"in {problem.num_sweeps} sweeps" if problem.contact_tolerance is None
-               else f"to {bound:g} m/s within {problem.num_sweeps} sweeps")  # fmt: skip
-        print(
-            f"note: at {unconverged} of {len(residuals)} linearisation points the contact solve "
-            f"had not converged {how} (largest residual {worst:.2g} m/s > {bound:g}); "
-            f"at the last one, knots {knots or 'none'}: there the optimised dynamics "
-            "approximate Coulomb contact"
-        )
-    return {"contact_residual": worst, "unconverged_linearizations": unconverged,
-            "knot_contact_residuals": per_knot, "unconverged_knots": knots}  # fmt: skip
+@dataclass
+class Progress:
+    """A solve so far: the knot model `fn` (switched by a retry), the current `point`, the
+    regularisation `mu`, the iterations begun, `status`/`reason` once stopped (None while
+    running), the convergence `bound` of the last iteration, the accepted iterations'
+    `history`, the seconds per part (`timing`, `linearize_parts`), each linearisation point's
+    largest contact residual and the last point's per knot, the last accepted step's gains
+    `feedback`, the last first Riccati pass's `prediction` `(|dV1|, max |k|, mu, dV2)`, and the
+    iteration from which the derivatives are the computed step's (`exact_from`)."""
+
+    fn: KnotModel
+    point: Point
+    mu: float
+    start: float
+    iteration: int = 0
+    status: str | None = None
+    reason: str | None = None
+    bound: float = 0.0
+    history: list = field(default_factory=list)
+    timing: dict = field(default_factory=lambda: dict.fromkeys(TIMING_PARTS, 0.0))
+    linearize_parts: dict = field(default_factory=dict)
+    contact_residuals: list = field(default_factory=list)
+    knot_residuals: np.ndarray | None = None
+    feedback: np.ndarray | None = None
+    prediction: tuple | None = None
+    exact_from: int | None = None
+
+    def count(self, step: fddp_step.Iteration) -> None:
+        """Add an iteration's seconds and contact residuals."""
+        for part, seconds in step.seconds.items():
+            self.timing[part] += seconds
+        for part, seconds in (step.linearize_parts or {}).items():
+            self.linearize_parts[part] = self.linearize_parts.get(part, 0.0) + seconds
+        self.contact_residuals.append(step.contact_residual)
+        self.knot_residuals = step.knot_residuals
+        self.mu = step.mu
+        self.prediction = step.first if step.first is not None else self.prediction
+
+
+class FDDP:
+    """FDDP on `problem`'s knot model (module docstring): `FDDP(problem, ...).solve(xs, us)`.
+
+    Settings: `max_iterations`, `time_budget` [s] (None: none), `tolerance` (the relative
+    bound on the predicted decrease), `defect_tolerance` (sum of |defects| of a feasible
+    trajectory), `mu0` (the first regularisation), `verbose` (progress lines), `callback`
+    (called with each accepted iteration's history record), `linearize_threads` (1, or 2 to
+    linearise the horizon's halves at the same time: `JaxKnots.linearize_in_two_threads`)."""
+
+    def __init__(self, problem: P.Problem, *, max_iterations: int = 50,
+                 time_budget: float | None = None, tolerance: float = 1e-4,
+                 defect_tolerance: float = 1e-6, mu0: float = 1e-6, verbose: bool = True,
+                 callback=None, linearize_threads: int = 1):  # fmt: skip
+        self.threads = check_linearize_threads(linearize_threads, problem.derivatives)
+        self.problem = problem
+        self.max_iterations, self.time_budget = max_iterations, time_budget
+        self.tolerance, self.defect_tolerance, self.mu0 = tolerance, defect_tolerance, mu0
+        self.verbose, self.callback = verbose, callback
+        # the retry's problem (`exact_derivatives`); a real-time solve keeps its derivatives
+        self.exact = exact_derivatives(problem) if time_budget is None else None
+
+    def solve(self, xs=None, us=None) -> SolveResult:
+        """Run FDDP from `(xs, us)`; `xs=None`: roll out `us` (single shooting)."""
+        fn = knot_backends.for_problem(self.problem)
+        in_jax, jax_terms_start = dict(fn.terms_in_jax), fn.jax_terms_seconds
+        if in_jax and self.verbose:
+            print("own terms linearised in JAX beside the generated C: "
+                  + "; ".join(f"{name} ({why})" for name, why in in_jax.items()))  # fmt: skip
+        start = time.perf_counter()
+        point, finite = start_point(fn, self.problem.data, xs, us, self.problem.horizon)
+        run = Progress(fn, point, self.mu0, start)
+        if not finite:
+            run.status = "diverged"
+            run.reason = "the initial trajectory's cost or defects are not finite"
+        if self.verbose:
+            print(f"{'iter':>4} {'cost':>12} {'step':>8} {'defects':>10} {'mu':>8} {'dV':>10} "
+                  f"{'contact':>9}")  # fmt: skip
+            print(f"{0:>4} {point.cost:>12.5g} {'-':>8} {point.gaps:>10.3g} {self.mu0:>8.1e}")
+        deadline = float("inf") if self.time_budget is None else start + self.time_budget
+        while run.status is None and run.iteration < self.max_iterations:
+            self.iterate(run, deadline)
+        return self.result(run, in_jax, run.fn.jax_terms_seconds - jax_terms_start)
+
+    def iterate(self, run: Progress, deadline: float) -> None:
+        """One iteration from `run.point`: accept a step, or stop, or retry with the computed
+        step's derivatives."""
+        run.iteration += 1
+        began = time.perf_counter()
+        point = run.point
+        run.bound = decrease_bound(point.cost, self.tolerance)
+        step = None
+        if self.threads == 1:
+            step = run.fn.iterate_in_one_call(self.problem.data, point.xs, point.us, point.cost,
+                                              point.defects, run.mu, deadline)  # fmt: skip
+        if step is None:
+            step = fddp_step.iterate(run.fn, run.fn.linearizer(self.threads), self.problem.data,
+                                     point.xs, point.us, point.cost, point.defects, run.mu,
+                                     deadline)  # fmt: skip
+        run.count(step)
+        if step.status == "out_of_time":
+            run.status = "time_budget"
+        elif step.status == "no_step":
+            self.no_step(run, step)
+        else:
+            self.accept(run, step, began)
+
+    def no_step(self, run: Progress, step: fddp_step.Iteration) -> None:
+        """No step lowered the merit: converged, retry with the computed step's derivatives
+        (`no_step_outcome`), or stop "line_search_failed"."""
+        gaps, first = run.point.gaps, step.first
+        can_retry = self.exact is not None and run.exact_from is None
+        outcome = no_step_outcome(first, gaps, run.bound, self.defect_tolerance, can_retry)
+        if outcome == "retry":  # the model is not the computed step's: retry from here
+            run.exact_from, run.fn = run.iteration, knot_backends.for_problem(self.exact)
+            if self.verbose:
+                print(f"{run.iteration:>4} no step: retrying with {exact_note(self.problem)}")
+            run.contact_residuals.pop()
+            run.iteration, run.mu = run.iteration - 1, self.mu0
+            return
+        run.status = outcome
+        if outcome == "converged":
+            how = (f"no step lowers the merit for mu from {first[2]:.0e} to {run.mu:.0e} (the "
+                   f"first pass's step max |k| = {first[1]:.3g})")  # fmt: skip
+            run.reason = converged_reason(first[0], gaps, run.bound, how)
+        else:
+            run.reason = line_search_reason(
+                first, step.trials, run.mu, gaps, self.defect_tolerance, step.contact_residual
+            )
+
+    def accept(self, run: Progress, step: fddp_step.Iteration, began: float) -> None:
+        """Take the accepted step: record it, and stop where it converged or where another
+        iteration would overrun the time budget."""
+        run.point = point = Point(*step.trial)
+        run.feedback = step.K
+        run.mu = float(fddp_step.next_mu(run.mu, step.alpha))
+        record = {
+            "iteration": run.iteration,
+            "time": time.perf_counter() - run.start,
+            "cost": point.cost,
+            "step": step.alpha,
+            "defects": point.gaps,
+            "mu": run.mu,
+            "expected": float(-step.dV1),
+            "step_size": step.k_max,  # max |k| of the accepted step's Riccati pass
+            "contact_residual": step.contact_residual,  # at the point it linearised
+            "terms": {k_: float(v) for k_, v in point.terms.items()},
+        }
+        run.history.append(record)
+        if self.verbose:
+            print(f"{run.iteration:>4} {point.cost:>12.5g} {step.alpha:>8.3g} "
+                  f"{point.gaps:>10.3g} {run.mu:>8.1e} {-step.dV1:>10.3g} "
+                  f"{step.contact_residual:>9.2g}")  # fmt: skip
+        if self.callback is not None:
+            self.callback(record)
+        bound = decrease_bound(point.cost, self.tolerance)
+        if full_step_converged(step.alpha, run.mu, point.gaps, abs(step.dV1), point.cost,
+                               self.tolerance, self.defect_tolerance):  # fmt: skip
+            run.status = "converged"
+            run.reason = converged_reason(abs(step.dV1), point.gaps, bound,
+                                          "a full step at mu <= 1e-4")  # fmt: skip
+            return
+        now = time.perf_counter()
+        budget = self.time_budget
+        if budget is not None and run.iteration < self.max_iterations and (
+                next_iteration_overruns(now - run.start, now - began, budget)):  # fmt: skip
+            run.status = "time_budget"
+
+    def result(self, run: Progress, in_jax: dict, jax_terms_seconds: float) -> SolveResult:
+        """The solve's `SolveResult`, its reason completed (a budget's; the retry's)."""
+        problem, point = self.problem, run.point
+        if run.status is None:
+            run.status = "max_iterations"
+        if run.status in ("max_iterations", "time_budget"):
+            limit = self.max_iterations if run.status == "max_iterations" else self.time_budget
+            run.reason = budget_reason(run.status, run.iteration, run.prediction, run.bound,
+                                       point.gaps, limit)  # fmt: skip
+        if run.exact_from is not None:
+            run.reason += (f"; with {exact_note(problem)} from iteration {run.exact_from}, "
+                           f"where the {problem.derivatives} ones predicted a decrease no step "
+                           "gave")  # fmt: skip
+        wall_time = time.perf_counter() - run.start
+        run.timing["other"] = max(wall_time - sum(run.timing.values()), 0.0)
+        contact = ContactReport.of(run.contact_residuals, run.knot_residuals,
+                                   contact_tolerance(problem))  # fmt: skip
+        if self.verbose:
+            print(f"{run.status}: {run.reason}")
+            if contact.unconverged_linearizations:
+                print_contact_note(contact, len(run.contact_residuals), problem)
+        return SolveResult(
+            xs=point.xs, us=point.us, status=run.status, reason=run.reason,
+            iterations=run.iteration if run.status != "diverged" else 0, cost=point.cost,
+            term_costs={k_: float(v) for k_, v in point.terms.items()}, history=run.history,
+            forces=np.asarray(point.forces), taus=np.asarray(point.taus), defects=point.gaps,
+            wall_time=wall_time, timing=run.timing, linearize_parts=run.linearize_parts,
+            terms_in_jax=in_jax, terms_in_jax_seconds=jax_terms_seconds,
+            feedback=None if run.feedback is None else np.asarray(run.feedback),
+            exact_derivatives_from=run.exact_from, contact=contact,
+        )  # fmt: skip
+
+
+def solve_fddp(problem: P.Problem, xs=None, us=None, **settings) -> SolveResult:
+    """`FDDP(problem, **settings).solve(xs, us)`: FDDP from `(xs, us)` (KnotState stacked
+    `T+1`, `(T, nu)`; `xs=None` rolls out `us`), stopping by the rule of the module docstring.
+    The result's `reason` says why it stopped, with the numbers; `timing` the seconds spent in
+    `TIMING_PARTS` (they sum to `wall_time`); `contact` the contact solves' report (every
+    history record also has its point's `contact_residual`)."""
+    return FDDP(problem, **settings).solve(xs, us)

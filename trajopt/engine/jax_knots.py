@@ -40,10 +40,14 @@ from .riccati import RICCATI
 
 
 class JaxKnots:
-    """The jitted knot functions of one problem structure (module docstring for the calls)."""
+    """The jitted knot functions of one problem structure (module docstring for the calls), a
+    `KnotModel`."""
 
     def __init__(self, problem: P.Problem):
         self.problem = problem
+        self.terms_in_jax: dict = {}  # every term runs in JAX: none beside other code
+        self.jax_terms_seconds = 0.0
+        self._value_and_gradient = None  # `cost_value_and_gradient`, jitted on first use
         context = repr(shooting.structure_key(problem))
 
         def disk(name, fun):
@@ -69,6 +73,26 @@ class JaxKnots:
         self.linearize_knots = disk("linearize_knots", bound(shooting.linearize_knots))
         self.linearize_knots_ready = False  # compiled (`linearize_in_two_threads`)
         self.line_search = disk("line_search", bound(shooting.line_search_trials))
+
+    def linearizer(self, threads: int):
+        """`linearize_all` (1 thread), or `linearize_in_two_threads` (2)."""
+        return self.linearize_in_two_threads if threads == 2 else self.linearize_all
+
+    @staticmethod
+    def iterate_in_one_call(data, xs, us, cost, defects, mu, deadline=float("inf")):
+        """None: an iteration in JAX runs over the calls (`fddp_step.iterate`)."""
+        return None
+
+    def cost_value_and_gradient(self, data, us):
+        """`(cost, d cost / d us)` of the single-shooting rollout of `us (T, nu)` (reverse mode,
+        jitted on first use, one simulation of the horizon for both)."""
+        if self._value_and_gradient is None:
+
+            def total(data, us):
+                return self.rollout_and_evaluate(data, us)[1]
+
+            self._value_and_gradient = jax.jit(jax.value_and_grad(total, argnums=1))
+        return self._value_and_gradient(data, us)
 
     @staticmethod
     def gauss_newton(lin):

@@ -24,9 +24,9 @@ import jax
 from .. import problem as P
 from .compiled_knots import CompiledKnots
 from .jax_knots import JaxKnots
+from .knot_model import KnotModel
 from .shooting import structure_key
 
-KnotBackend = JaxKnots | CompiledKnots
 DEFAULT_CACHE_SIZE = 4  # structures
 CACHED: collections.OrderedDict = collections.OrderedDict()  # structure key -> backend
 _CACHE_SIZE = [int(os.environ.get("DIFFLOCO_COMPILED_CACHE_SIZE", DEFAULT_CACHE_SIZE))]
@@ -37,7 +37,7 @@ def backend_class(problem: P.Problem) -> type:
     return CompiledKnots if problem.derivatives == "compiled" else JaxKnots
 
 
-def for_problem(problem: P.Problem) -> KnotBackend:
+def for_problem(problem: P.Problem) -> KnotModel:
     """The knot backend of `problem`'s structure, from the LRU cache (built on a miss; the
     least recently used structure is dropped when the cache holds more than `cache_size()`)."""
     return lru_lookup(
