@@ -402,8 +402,9 @@ def friction(terrain: Terrain, point):
     return terrain.friction
 
 
-def contact_frame(normal):
-    """Contact frame `R (3, 3)` with columns `[t1, t2, n]` from the unit normal `n (3,)`.
+def contact_frame(normal, xp=jnp):
+    """Contact frame `R (3, 3)` with columns `[t1, t2, n]` from the unit normal `n (3,)`
+    (`xp`: `jax.numpy`, or `numpy` for a constant on the host).
 
     `R` is the shortest-arc rotation carrying `e_z` onto `n` (Rodrigues about `e_z x n`):
 
@@ -415,10 +416,10 @@ def contact_frame(normal):
     singular; terrain normals have `n_z >= 0` (vertical risers: `n_z = 0`, `a = 1`).
     """
     nx, ny, nz = normal[0], normal[1], normal[2]
-    a = 1.0 / jnp.maximum(1.0 + nz, 1e-12)
-    t1 = jnp.stack([1.0 - a * nx * nx, -a * nx * ny, -nx])
-    t2 = jnp.stack([-a * nx * ny, 1.0 - a * ny * ny, -ny])
-    return jnp.stack([t1, t2, normal], axis=-1)
+    a = 1.0 / xp.maximum(1.0 + nz, 1e-12)
+    t1 = xp.stack([1.0 - a * nx * nx, -a * nx * ny, -nx])
+    t2 = xp.stack([-a * nx * ny, 1.0 - a * ny * ny, -ny])
+    return xp.stack([t1, t2, normal], axis=-1)
 
 
 # ----------------------------------------------------------------------------- serialisation

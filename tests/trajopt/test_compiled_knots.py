@@ -430,14 +430,19 @@ def test_the_one_call_iteration_reports_no_step_and_a_passed_deadline_as_python_
 
 
 def test_a_compiled_solve_traces_and_compiles_no_jax_program():
-    """derivatives="compiled" runs the initial guess in NumPy and Pinocchio, and the rollout,
-    evaluations, line search and iterations in C: with JAX's in-memory caches cleared (so any
-    JAX operation would trace and compile again), solves from the kinematic and the standing
-    guess record no JAX tracing or compilation event. The same counter sees the one eager JAX
+    """derivatives="compiled" runs the initial guess in NumPy and Pinocchio, the library's
+    lookup on the host, and the rollout, evaluations, line search and iterations in C: with the
+    loaded libraries, the knot backends and JAX's in-memory caches dropped (so any JAX
+    operation would trace and compile again), solves from the kinematic and the standing guess
+    record no JAX tracing or compilation event. The same counter sees the one eager JAX
     operation run after them."""
+    import trajopt
+
     problem = _problem()
-    solve(problem, max_iterations=1, verbose=False)  # the library built or loaded
-    jax.clear_caches()
+    solve(problem, max_iterations=1, verbose=False)  # the library built
+    # what a new process holds: no backend, no loaded library, no JAX executable
+    generated_code.unload_all()
+    trajopt.clear_compiled(jax_caches=True)
     events = []
 
     def count(name, seconds, **kwargs):
@@ -481,3 +486,29 @@ def test_both_knot_backends_implement_the_knot_model_contract():
     assert result.iterations == 2 and len(result.history) == 2
     assert len(result.contact.knot_residuals) == compiled.horizon
     assert result.us.shape == (compiled.horizon, compiled.nu)
+
+
+def test_a_built_library_is_found_again_by_its_recipe_without_its_graph(monkeypatch, tmp_path):
+    """Once built, a problem's knot library is found by the index of its `recipe_key`: looked
+    up again after an unload, no CasADi graph is built (`knot_functions` is not called) and the
+    same library is loaded. Different PD gains are a different recipe; an index that names a
+    library no longer there is no hit; a problem with its own terms has no recipe."""
+    problem = _problem()
+    first = generated_code.substep_functions(problem)
+    generated_code.unload_all()
+
+    def no_graph(problem):
+        raise AssertionError("the symbolic graph was built")
+
+    monkeypatch.setattr(generated_code, "knot_functions", no_graph)
+    again = generated_code.substep_functions(problem)
+    assert again.library == first.library and generated_code.builds()[-1].units == 0
+    stiffer = problem.replace_data(gains=np.asarray(problem.data.gains) * 2.0)
+    assert generated_code.recipe_key(stiffer) != generated_code.recipe_key(problem)
+    monkeypatch.setattr(generated_code, "library_dir", lambda: tmp_path)
+    (tmp_path / "index-gone.json").write_text('{"library": "knots-gone.so", "functions": []}')
+    assert generated_code.load_indexed("gone") is None
+    from trajopt.terms import Term
+
+    own = problem.with_terms(Term("lift", lambda ctx: ctx.q[2:3], weight=1.0))
+    assert generated_code.recipe_key(own) is None

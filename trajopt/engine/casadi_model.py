@@ -94,7 +94,7 @@ def plane_of(terrain):
         "normal": normal,
         "height": float(terrain.height),
         "friction": float(terrain.friction),
-        "frame": np.asarray(_terrain.contact_frame(jnp.asarray(normal)), dtype=float),
+        "frame": _terrain.contact_frame(normal, xp=np),
     }
 
 

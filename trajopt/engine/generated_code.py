@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -35,6 +36,7 @@ from .. import problem as P
 from . import casadi_knots, compile_cache
 from .casadi_model import plane_of, step_parameters
 from .fingerprint import model_fingerprint
+from .program_cache import source_hash
 
 # -march=native: the derivative code runs much faster with it (`benchmarks/bench_derivatives.py`);
 # the library's key includes the CPU, so a shared cache folder never hands it to another processor.
@@ -328,11 +330,59 @@ def knot_functions(problem: P.Problem) -> list[ca.Function]:
     ]
 
 
+def recipe_key(problem: P.Problem) -> str | None:
+    """The content hash of everything a problem's knot library is generated and built from:
+    `library_key` (the robot's content, the contact model and its settings, the step
+    parameters, terrain plane, PD gains and the cost terms' names), the generating source
+    (`program_cache.source_hash`, `impulse_solve.c`), CasADi's version, the compiler, its flags
+    and the CPU. None for a problem with its own terms (`trajopt.terms`): no key sees their
+    code, so their library is always generated again and found by its code's hash."""
+    if problem.terms:
+        return None
+    recipe = repr((library_key(problem), ca.__version__, source_hash(), compiler(),
+                   COMPILER_FLAGS, _cpu_identity())).encode()  # fmt: skip
+    return hashlib.sha256(recipe + IMPULSE_SOLVE_SOURCE.read_bytes()).hexdigest()[:24]
+
+
+def _index_path(recipe: str) -> Path:
+    return library_dir() / f"index-{recipe}.json"
+
+
+def load_indexed(recipe: str | None) -> tuple[list[ca.Function], Path] | None:
+    """The library the index names for `recipe`, loaded (`casadi.external`), or None where
+    there is no index, or it names a library that is no longer there."""
+    if recipe is None:
+        return None
+    started = time.perf_counter()
+    try:
+        entry = json.loads(_index_path(recipe).read_text())
+    except (OSError, ValueError):
+        return None
+    library = library_dir() / entry["library"]
+    if not library.exists():
+        return None
+    functions = [ca.external(name, str(library)) for name in entry["functions"]]
+    _BUILDS.append(Build(library, time.perf_counter() - started, True, 0))
+    return functions, library
+
+
+def _write_index(recipe: str | None, library: Path, functions: list[ca.Function]) -> None:
+    """Record which library `recipe` builds (a whole file: a unique name, then a rename)."""
+    if recipe is None:
+        return
+    entry = {"library": library.name, "functions": [f.name() for f in functions]}
+    handle, staged = tempfile.mkstemp(suffix=".json.part", dir=library.parent)
+    with os.fdopen(handle, "w") as f:
+        json.dump(entry, f)
+    os.replace(staged, _index_path(recipe))
+
+
 def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
     """The compiled substep functions of `problem` with `data`'s step parameters and PD gains
     (default the problem's own), built on first use per robot, contact model and parameter
-    set (`compile_library`), then loaded from the cache folder (the symbolic graph rebuilt and
-    its code hashed to find it)."""
+    set (`compile_library`), then loaded from the cache folder: by the index of its
+    `recipe_key` (no symbolic graph built), or, for a problem with its own terms, by the hash
+    of its generated code (the graph rebuilt)."""
     if problem.derivatives != "compiled":
         # `Problem`'s validation of "compiled" is what says the generated code covers it
         raise ValueError(
@@ -345,8 +395,13 @@ def substep_functions(problem: P.Problem, data=None) -> SubstepFunctions:
         _FUNCTIONS.move_to_end(key)
         return _FUNCTIONS[key]
     plane, numbers = plane_of(problem.data.params.terrain), step_parameters(problem)
-    externals = () if problem.contact_tolerance is None else (problem.model.nfeet,)
-    compiled, library = compile_library(knot_functions(problem), externals=externals)
+    recipe = recipe_key(problem)
+    loaded = load_indexed(recipe)
+    if loaded is None:
+        externals = () if problem.contact_tolerance is None else (problem.model.nfeet,)
+        loaded = compile_library(knot_functions(problem), externals=externals)
+        _write_index(recipe, loaded[1], loaded[0])
+    compiled, library = loaded
     _FUNCTIONS[key] = SubstepFunctions(*compiled, plane, numbers, library)
     while len(_FUNCTIONS) > MAX_LOADED:
         _FUNCTIONS.popitem(last=False)
