@@ -173,7 +173,7 @@ def test_casadi_cost_matches_jax():
     rng = np.random.default_rng(11)
     us = us + 0.1 * rng.normal(size=us.shape)
     T = pr.horizon
-    q = xs.q.at[:, 7:].add(0.1 * rng.normal(size=(T + 1, pr.nu)))
+    q = jnp.asarray(xs.q).at[:, 7:].add(0.1 * rng.normal(size=(T + 1, pr.nu)))
     q = q.at[:, 2].add(0.02 * rng.normal(size=T + 1))  # some feet in the air, some in contact
     q = q.at[2, 9].set(10.5)  # beyond the joint limit: the joint_limits term is non-zero
     v = xs.v + 0.2 * rng.normal(size=xs.v.shape)
