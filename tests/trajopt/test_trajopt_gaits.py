@@ -80,7 +80,6 @@ def test_trot_resimulated_open_loop(solved_trot):
     assert agree > 0.75, agree
 
 
-@pytest.mark.slow
 def test_the_readme_main_job_ends_converged_by_the_stated_rule(tmp_path):
     """`examples/solve_trot.py` at its defaults (Go2, 0.5 m/s, compiled derivatives): every
     iteration before the last accepted a step and none met the full-step clause of the rule
