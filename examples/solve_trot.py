@@ -20,28 +20,16 @@ import time
 import numpy as np
 
 import dynamics
-from trajopt.engine import generated_code
 from trajopt.gait_metrics import CONTACT_THRESHOLD, contact_flags
 from trajopt.gaits import available_gaits, make_problem
 from trajopt.problem import DERIVATIVES
-from trajopt.solver import SOLVERS, solve
+from trajopt.solver import SOLVERS, default_derivatives, solve
 from viz import save_and_publish
 
 
 def contact_pattern(force: np.ndarray, threshold: float = CONTACT_THRESHOLD) -> np.ndarray:
     """`(nfeet, T)` 0/1 matrix: a foot is in contact when its normal force exceeds `threshold`."""
     return contact_flags(force, threshold).astype(int).T
-
-
-def default_derivatives() -> str:
-    """The derivatives "compiled" where the system's C compiler is found
-    (`trajopt.engine.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
-    note that says so."""
-    if generated_code.compiler_available():
-        return "compiled"
-    print(f"note: no C compiler ({generated_code.compiler()}): FDDP runs in JAX "
-          "(--derivatives implicit), slower per iteration")  # fmt: skip
-    return "implicit"
 
 
 def summarize(traj, problem) -> dict:

@@ -18,15 +18,20 @@ reference kept above the stones' tops (`stones_reference`) and two terms of the 
 Contacts still come out of the contact model (contact-implicit): the gait's stance flags only
 shape them.
 
-FDDP (multiple shooting) solves it twice (`plan_over_stones`): from the kinematic guess on the
-placed footholds on flat ground at the stones' height, then over the stones from that plan.
-Over the stones from the guess alone, the first full step's rollout puts feet into the gaps,
-and the solve does not recover from there. The planner steps the contact at 2 ms (10 substeps
-a knot) with hard contact and the paper's 20 fixed sweeps (`stones_problem`), so that the plan
-played open loop puts its feet where it planned them: a plan at 5 ms with smooth contact
-drifts from itself by more than the 2 cm a foot has on its stone over the crossing. The default
-course (3 stones a row, 0.2 m apart, the trot's stride at 0.4 m/s) is crossed in 2.8 s: all
-four feet end on the landing.
+FDDP solves it twice (`plan_over_stones`): on flat ground at the stones' height from the
+rollout of the kinematic guess's controls on the placed footholds (single shooting; in the
+generated C where a compiler exists: the ground is a plane), then over the stones from that
+plan (multiple shooting, in JAX: the height field is not a plane). Over the stones from the
+guess alone, the first full step's rollout puts feet into the gaps, and the solve does not
+recover from there; nor does a multiple-shooting solve from the guess's own states, whose
+defects the first steps close with the feet off their footholds. The planner steps the contact
+at 2 ms (10 substeps a knot) with hard contact, so that the plan played open loop puts its
+feet where it planned them: a plan at 5 ms with smooth contact drifts from itself by more than
+the 2 cm a foot has on its stone over the crossing. On flat ground the impulses take the
+paper's 20 fixed sweeps (solved to the tolerance, that solve stops at a kink of exact Coulomb
+contact far from the footholds); over the stones they are solved to `CONTACT_TOLERANCE`, so
+the plan rests on Coulomb contact at every knot. The default course (3 stones a row, 0.2 m
+apart, the trot's stride at 0.4 m/s) is crossed in 2.8 s.
 
 The plan is then re-simulated open loop (`trajopt.replay.resimulate_finer`) at a 2 ms step with
 hard contact, its impulses solved to 1e-4 m/s. Printed and saved (in the summary, next to the
@@ -56,7 +61,7 @@ from trajopt.gaits import make_problem, with_swing_peak
 from trajopt.kinematic_guess import base_path
 from trajopt.problem import CONTACT_TOLERANCE
 from trajopt.replay import resimulate_finer
-from trajopt.solver import solve
+from trajopt.solver import default_derivatives, solve
 from trajopt.terms import Term
 from viz import save_and_publish
 
@@ -180,22 +185,17 @@ class StonesTask:
 def stones_problem(robot="go2", *, gait="trot", velocity=0.4, duration=2.8, dt=0.02,
                    substeps=10, count=3, first=0.34, size=0.08, gap=0.12, depth=0.1,
                    swing_height=0.1, foothold_weight=300.0, contact="hard",
-                   num_sweeps=20, contact_tolerance=None) -> StonesTask:  # fmt: skip
-    """The trot over the stones with the footholds term (named "footholds").
-
-    The planner keeps the paper's fixed sweeps (`num_sweeps`, no `contact_tolerance`): with
-    hard contact solved to the tolerance, the flat-ground solve of the first stage ends at a
-    kink of exact Coulomb contact with its feet still far from the footholds (the line search
-    fails near a cost of 3e4)."""
+                   flat_sweeps=20) -> StonesTask:  # fmt: skip
+    """The trot over the stones with the footholds term (named "footholds"), its impulses
+    solved to `CONTACT_TOLERANCE`, and the same on flat ground with the paper's `flat_sweeps`
+    fixed sweeps (module docstring), with compiled derivatives where a C compiler exists."""
     for name, value in (("velocity", velocity), ("swing_height", swing_height)):
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be positive, got {value}")
     if substeps < 1:
         raise ValueError(f"substeps must be at least 1, got {substeps}")
     trot = make_problem(robot, gait, velocity, duration=duration, dt=dt, substeps=substeps,
-                        contact=contact, num_sweeps=num_sweeps,
-                        contact_tolerance=contact_tolerance,
-                        derivatives="implicit")  # fmt: skip
+                        contact=contact, derivatives="implicit")  # fmt: skip
     rows_y = sorted({round(float(y), 4) for y in footholds.stance_footholds(trot)[0, :, 1]})
     course, field = stone_course(rows_y, first=first, count=count, size=size, gap=gap,
                                  depth=depth)  # fmt: skip
@@ -217,7 +217,9 @@ def stones_problem(robot="go2", *, gait="trot", velocity=0.4, duration=2.8, dt=0
             residual_library.footholds(trot.model, rows, weight=foothold_weight),
             swing_above_tops(trot.model, reference, weight=clearance_weight),
         ))  # fmt: skip
-    return StonesTask(problems[0], problems[1], course, footholds.placed_guess(problems[0], place))
+    on_flat = problems[1].replace(contact_tolerance=None, num_sweeps=flat_sweeps,
+                                  derivatives=default_derivatives())  # fmt: skip
+    return StonesTask(problems[0], on_flat, course, footholds.placed_guess(problems[0], place))
 
 
 def stance_on_stones(model, course: Stones, q: np.ndarray, force: np.ndarray) -> dict:
@@ -276,16 +278,17 @@ def summarize(problem, course: Stones, traj) -> dict:
 
 
 def plan_over_stones(task: StonesTask, *, flat_iterations: int, iterations: int, verbose=True):
-    """`(first, traj)`: FDDP (multiple shooting) from the task's kinematic guess on flat ground
-    at the stones' height, then over the stones from that plan (`flat_iterations = 0`: from the
-    guess). The stones' tops are at the ground's height, so a plan whose stance feet stand on
-    them is the same on both: on flat ground the footholds term places the feet with no gap to
-    fall into, then the second solve takes the gaps and the stones' sides into account."""
+    """`(first, traj)`: FDDP from the task's kinematic guess on flat ground at the stones'
+    height (single shooting: the rollout of its controls), then over the stones from that plan
+    (multiple shooting; `flat_iterations = 0`: from the guess). The stones' tops are at the
+    ground's height, so a plan whose stance feet stand on them is the same on both: on flat
+    ground the footholds term places the feet with no gap to fall into, then the second solve
+    takes the gaps and the stones' sides into account."""
     first = task.init
     if flat_iterations > 0:
         if verbose:
             print(f"on flat ground ({flat_iterations} iterations at most):")
-        first = solve(task.on_flat, task.init, shooting="multiple",
+        first = solve(task.on_flat, task.init, shooting="single",
                       max_iterations=flat_iterations, verbose=verbose)  # fmt: skip
     if verbose:
         print(f"over the stones ({iterations} iterations at most):")

@@ -32,6 +32,17 @@ Guess = Literal["auto", "kinematic", "standing"]
 GUESSES: tuple[Guess, ...] = ("auto", "kinematic", "standing")
 
 
+def default_derivatives() -> P.ProblemDerivatives:
+    """The derivatives "compiled" where the system's C compiler is found
+    (`trajopt.engine.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
+    note that says so."""
+    if generated_code.compiler_available():
+        return "compiled"
+    print(f"note: no C compiler ({generated_code.compiler()}): FDDP runs in JAX "
+          "(derivatives='implicit'), slower per iteration")  # fmt: skip
+    return "implicit"
+
+
 def initial_guess(problem: P.Problem, init: Trajectory | None = None, guess: Guess = "auto"):
     """`(xs, us)` to start from: the warm start `init` if given, else
 
