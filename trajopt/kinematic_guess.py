@@ -9,16 +9,9 @@ guess is built from the problem's references alone:
    terrain; roll and pitch are zero.
 2. Footholds (Raibert-style, without feedback): foot i in stance stands at
    `p_base(t_mid) + R_z(yaw(t_mid)) n_i`, where `n_i` is its standing offset from the base
-   (world axes, from `q_standing`) and `t_mid` the middle of the current stance. In swing it
-   moves from the previous to the next foothold along a cosine blend, at the reference
-   clearance `swing_height`.
-   Start from rest: a stance under way at t = 0 has `t_mid = 0`, whatever its length, so a
-   foot that stands at the start stays on its initial foothold `p_base(0) + R_z(yaw(0)) n_i`
-   until it first lifts. The robot starts at rest with its feet where the initial state puts
-   them, and a stance foot does not slide; the steady-gait foothold of a full first stance,
-   `p_base(t_mid)` with `t_mid = (T_s - 1) / 2` knots, lies `v dt (T_s - 1) / 2` ahead of it,
-   a jump of the stance feet at knot 1 that the rollout of the guess turns into a backward
-   push and slip before the first touchdown.
+   (world axes, from `q_standing`) and `t_mid` the middle of the current stance (clamped to
+   t >= 0, so the first stance is the initial foothold). In swing it moves from the previous
+   to the next foothold along a cosine blend, at the reference clearance `swing_height`.
 3. Joints: damped Gauss-Newton inverse kinematics of every foot position with the base pose
    fixed (Pinocchio, `LOCAL_WORLD_ALIGNED` foot Jacobians), warm-started knot to knot.
 4. Controls: for PD targets, `u = q_j + tau_ff / kp` where `tau_ff` is the static torque that
@@ -94,10 +87,8 @@ def stance_midpoints(stance: np.ndarray):
 
     Returns `(previous, next, blend)`, each `(T+1, nfeet)`: in stance `previous = next` = the
     current stance's middle and `blend = 0`; in swing `blend` in (0, 1) is the elapsed swing
-    fraction. A stance under way at knot 0 has its middle at 0 (the robot starts at rest: the
-    foot keeps its initial foothold, module docstring); a stance cut by the horizon's end is
-    extended (its middle is where a full stance of the same foot's typical length would have
-    it).
+    fraction. A stance cut by the horizon's ends is extended symmetrically (its middle is where
+    a full stance of the same foot's typical length would have it), and clamped to >= 0.
     """
     n, nfeet = stance.shape
     prev = np.zeros((n, nfeet))
@@ -119,12 +110,11 @@ def stance_midpoints(stance: np.ndarray):
         length = max(full) if full else (max((e - b + 1 for b, e in runs), default=n))
         mids = []
         for b, e in runs:
-            if b == 0:  # under way at the start, from rest: the initial foothold
-                mids.append(0.0)
-                continue
-            if e == n - 1:
-                e = b + length - 1  # a stance that ends after the horizon
-            mids.append(0.5 * (b + e))
+            if b == 0 and e < n - 1:
+                b = e - length + 1  # a stance that began before the horizon
+            if e == n - 1 and b > 0:
+                e = b + length - 1  # a stance that ends after it
+            mids.append(max(0.5 * (b + e), 0.0))
         for t in range(n):
             if s[t]:
                 k = next(j for j, (b, e) in enumerate(runs) if b <= t <= e)

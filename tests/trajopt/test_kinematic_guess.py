@@ -56,30 +56,6 @@ def test_feet_follow_the_gait(guess):
     assert np.ptp(feet[:, :, 2]) > 0.05  # the feet actually lift
 
 
-def test_feet_standing_at_the_start_keep_their_initial_footholds(guess):
-    """Start from rest (module docstring, footholds): a foot in stance at knot 0 stays on the
-    foothold of the initial state until it first lifts, while the base moves on. The steady
-    gait's foothold of that stance, under the base at the stance's middle, lies
-    `|v| dt (e - 1) / 2` ahead for a first stance of `e` knots (Go2's trot, 0.5 m/s:
-    centimetres); the bound here is the IK's own tolerance."""
-    problem, q, v, us = guess
-    feet = _foot_positions(problem.model, q)
-    stance = np.asarray(problem.data.reference.stance) > 0.5
-    command = np.asarray(problem.data.reference.base_velocity)[0]
-    dt = problem.dt_knot
-    standing = [i for i in range(4) if stance[0, i]]
-    assert standing  # every gait here starts with a foot down
-    for i in standing:
-        end = int(np.argmin(stance[:, i])) if not stance[:, i].all() else stance.shape[0]
-        drift = np.max(np.abs(feet[1:end, i] - feet[0, i]))
-        assert drift <= 1e-5, (i, drift)
-        steady = np.linalg.norm(command[0:2]) * dt * (end - 1) / 2
-        travel = np.linalg.norm(q[end - 1, 0:2] - q[0, 0:2])
-        np.testing.assert_allclose(travel, 2 * steady, rtol=1e-9)  # the base moves on
-        # a straight gait's steady foothold is beyond the tolerance by orders of magnitude
-        assert steady == 0.0 or steady > 1e3 * 1e-5
-
-
 def test_base_follows_the_command(guess):
     problem, q, v, us = guess
     ref = np.asarray(problem.data.reference.base_velocity)
