@@ -86,10 +86,7 @@ def test_bad_settings_are_refused_by_name(capsys):
     assert "--stones must be at least 1" in capsys.readouterr().err
 
 
-# A known gap: the plan's stance feet stand up to 2.7 cm from a stone's centre (the bar is 2 cm,
-# a foot's margin on its 8 cm stone), and the last hind foot ends 1 mm short of the landing
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="stance feet up to 2.7 cm off centre; 3 of 4 feet land")
 def test_go2_crosses_with_every_loaded_foot_on_a_stone_in_the_plan_and_resimulated(tmp_path):
     traj, summary = _stones().main(["--out", str(tmp_path), "--no-view", "--quiet"])
     print({k: v for k, v in summary.items() if k != "stone_centres"})
