@@ -308,10 +308,7 @@ def solve_batched(
         status = STATUS[int(one["status"])]
         xs_i, us_i = one["xs"], one["us"]
         if status == "diverged":  # never NaN: the initial state at every knot, as fddp does
-            knots = p.horizon + 1
-            xs_i = jax.tree_util.tree_map(
-                lambda a, n=knots: np.tile(np.asarray(a), (n,) + (1,) * np.ndim(a)), p.data.x0
-            )
+            xs_i = fddp.resting_states(p.data.x0, p.horizon)
             cost = float("inf")
             terms_i = {k: float("inf") for k in one["terms"]}
             forces_i, taus_i = np.zeros_like(one["forces"]), np.zeros_like(one["taus"])

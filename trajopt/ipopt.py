@@ -29,7 +29,8 @@ import numpy as np
 
 from . import problem as P
 from .engine import casadi_model, knot_backends
-from .trajectory import Trajectory, solve_result
+from .engine.solve_result import SolveResult
+from .trajectory import Trajectory
 
 # IPOPT return_status -> Trajectory.status
 STATUS = {
@@ -152,8 +153,8 @@ def solve_ipopt(
         {"iteration": i, "cost": float(c), "defects": float(d)}
         for i, (c, d) in enumerate(zip(objectives, infeasibility, strict=False))
     ]
-    result = solve_result(xs_out, us_out, status, iterations, (cost, terms, gaps, forces, taus),
-                          history, start)  # fmt: skip
+    result = SolveResult.at(xs_out, us_out, status, iterations,
+                            (cost, terms, gaps, forces, taus), history, start)  # fmt: skip
     traj = Trajectory.from_solution(problem, result, "ipopt-multiple")
     traj.meta.update(
         {

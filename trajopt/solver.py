@@ -20,7 +20,8 @@ import numpy as np
 from . import problem as P
 from .engine import fddp, generated_code, knot_backends
 from .engine.compile_cache import enable_persistent_cache
-from .trajectory import Trajectory, solve_result
+from .engine.solve_result import SolveResult
+from .trajectory import Trajectory
 
 enable_persistent_cache()  # executables saved on disk: a second run does not compile again
 
@@ -244,4 +245,4 @@ def _solve_lbfgs(problem, us, max_iterations, time_budget, tolerance, verbose):
 def _rollout_result(fn, data, us, status, iterations, history, start):
     """The solver's result at the rollout of `us` (one simulation for states and costs)."""
     xs, *evaluation = fn.rollout_and_evaluate(data, us)
-    return solve_result(xs, us, status, iterations, evaluation, history, start)
+    return SolveResult.at(xs, us, status, iterations, evaluation, history, start)

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import os
 import tempfile
-import time
 from dataclasses import dataclass, field
 
 import jax
@@ -250,24 +249,3 @@ def problem_description(problem) -> dict:
         "foot_names": list(problem.model.foot_names),
         "foot_radius": float(np.asarray(problem.model.foot_radius).max()),
     }
-
-
-def solve_result(xs, us, status: str, iterations: int, evaluation, history: list,
-                 start: float) -> SolveResult:  # fmt: skip
-    """A solver's `SolveResult` from its final iterate `(xs, us)`, its final evaluation
-    `(cost, {term: cost}, defects (T+1, nx), forces, taus)` (a knot model's `evaluate`), its
-    status, iteration count, history and start time (`time.perf_counter()`)."""
-    cost, terms, defects, forces, taus = evaluation
-    return SolveResult(
-        xs=xs,
-        us=us,
-        status=status,
-        iterations=iterations,
-        cost=float(cost),
-        term_costs={k: float(v) for k, v in terms.items()},
-        history=history,
-        forces=np.asarray(forces),
-        taus=np.asarray(taus),
-        defects=float(np.sum(np.abs(np.asarray(defects)))),
-        wall_time=time.perf_counter() - start,
-    )

@@ -221,6 +221,13 @@ class Point:
         return float(np.sum(np.abs(self.defects)))
 
 
+def resting_states(x0, horizon: int):
+    """The initial state `x0` (a `KnotState`) at every one of `horizon + 1` knots, on the host:
+    what a solve whose start is not finite hands back instead of NaN."""
+    x0 = jax.device_get(x0)
+    return jax.tree_util.tree_map(lambda a: np.tile(a, (horizon + 1,) + (1,) * np.ndim(a)), x0)
+
+
 def start_point(fn: KnotModel, data, xs, us, horizon: int) -> tuple[Point, bool]:
     """The evaluated start `(point, finite)`: `xs=None` rolls out `us` (single shooting, the
     rollout's own transitions give the costs). A start whose cost or defects are not finite
@@ -234,20 +241,18 @@ def start_point(fn: KnotModel, data, xs, us, horizon: int) -> tuple[Point, bool]
     cost, defects, terms = jax.device_get((cost, defects, terms))
     if np.isfinite(cost) and np.all(np.isfinite(defects)):
         return Point(xs, us, float(cost), terms, defects, forces, taus), True
-    x0 = jax.device_get(data.x0)
-    xs = jax.tree_util.tree_map(lambda a: np.tile(a, (horizon + 1,) + (1,) * np.ndim(a)), x0)
     inf = float("inf")
-    return Point(xs, us, inf, dict.fromkeys(terms, inf), np.zeros(np.shape(defects)),
-                 np.zeros(np.shape(forces)), np.zeros(np.shape(taus))), False  # fmt: skip
+    return Point(resting_states(data.x0, horizon), us, inf, dict.fromkeys(terms, inf),
+                 np.zeros(np.shape(defects)), np.zeros(np.shape(forces)),
+                 np.zeros(np.shape(taus))), False  # fmt: skip
 
 
-def full_step_converged(alpha: float, mu: float, gaps: float, expected: float, cost: float,
-                        tolerance: float, defect_tolerance: float) -> bool:  # fmt: skip
+def full_step_converged(alpha: float, mu: float, gaps: float, expected: float, bound: float,
+                        defect_tolerance: float) -> bool:  # fmt: skip
     """Whether an accepted step ends the solve: a full Gauss-Newton step (`alpha = 1`), barely
     regularised (`mu <= 1e-4`), on a feasible trajectory, its model predicting a negligible
-    change (`|dV1| = expected < tolerance (1 + |cost|)`)."""
-    return (alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance
-            and expected < decrease_bound(cost, tolerance))  # fmt: skip
+    change (`|dV1| = expected < bound`, `decrease_bound` of the step's cost)."""
+    return alpha == 1.0 and mu <= 1e-4 and gaps < defect_tolerance and expected < bound
 
 
 def no_step_outcome(first, gaps: float, bound: float, defect_tolerance: float,
@@ -436,8 +441,8 @@ class FDDP:
         if self.callback is not None:
             self.callback(record)
         bound = decrease_bound(point.cost, self.tolerance)
-        if full_step_converged(step.alpha, run.mu, point.gaps, abs(step.dV1), point.cost,
-                               self.tolerance, self.defect_tolerance):  # fmt: skip
+        if full_step_converged(step.alpha, run.mu, point.gaps, abs(step.dV1), bound,
+                               self.defect_tolerance):  # fmt: skip
             run.status = "converged"
             run.reason = converged_reason(abs(step.dV1), point.gaps, bound,
                                           "a full step at mu <= 1e-4")  # fmt: skip

@@ -10,6 +10,7 @@ the last accepted step's Riccati gains `K` (tangent space), where the solver has
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,21 @@ class SolveResult:
     exact_derivatives_from: int | None = None
     contact: ContactReport | None = None
     devices: int = 1
+
+    @staticmethod
+    def at(xs, us, status: str, iterations: int, evaluation, history: list,
+           start: float) -> SolveResult:  # fmt: skip
+        """The result at the final iterate `(xs, us)` from its evaluation `(cost, {term:
+        cost}, defects (T+1, nx), forces, taus)` (a knot model's `evaluate`), the status,
+        iteration count, history and the solve's start time (`time.perf_counter()`)."""
+        cost, terms, defects, forces, taus = evaluation
+        return SolveResult(
+            xs=xs, us=us, status=status, iterations=iterations, cost=float(cost),
+            term_costs={k: float(v) for k, v in terms.items()}, history=history,
+            forces=np.asarray(forces), taus=np.asarray(taus),
+            defects=float(np.sum(np.abs(np.asarray(defects)))),
+            wall_time=time.perf_counter() - start,
+        )  # fmt: skip
 
     def replace(self, **changes) -> SolveResult:
         """A copy with `changes` (`dataclasses.replace`)."""
