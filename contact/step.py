@@ -266,7 +266,7 @@ def _impulses_differentiated_at_the_solution(
         (mass, bias, jac, v, tau, opening)
     )
     v_free, minv_jt = _free_velocity_and_response(model, mass_h, bias_h, tau_h, jac_h, v_h, dt)
-    free_contact_velocity = (jac_h @ v_free).reshape(k, 3).at[:, 2].add(opening_h)
+    free_contact_velocity = _free_contact_velocity(jac_h, v_free, opening_h)
     impulse, info = solve_impulses(
         jac_h @ minv_jt, free_contact_velocity, friction, active, num_sweeps, method,
         "implicit", velocity_fn=contact_velocity, tolerance=tolerance,
@@ -296,6 +296,12 @@ def activation(contact: ContactModel, params: StepParams, gap):
     # the weight is below e^-30.
     cutoff = jnp.maximum(params.margin, (params.bias + 30.0) / params.kappa)
     return jnp.where(gap < cutoff, weight, 0.0)
+
+
+def _free_contact_velocity(jac, v_free, opening):
+    """`c = J v_free (k, 3)` [m/s], the contacts' velocities without impulses in their frames
+    `[t1, t2, n]`, with the hard model's speculative `opening (k,)` added along the normal."""
+    return (jac @ v_free).reshape(opening.shape[0], 3).at[:, 2].add(opening)
 
 
 def _midpoint_contact_terms(model, params, state, contact, rigid_body_derivatives="autodiff"):
@@ -328,7 +334,7 @@ def impulse_problem(model: Model, params: StepParams, state: State, tau,
     v_free, minv_jt = _free_velocity_and_response(
         model, mass, bias, tau, jac, state.v, params.dt
     )
-    free = (jac @ v_free).reshape(k, 3).at[:, 2].add(opening)
+    free = _free_contact_velocity(jac, v_free, opening)
     friction = jnp.broadcast_to(contacts.friction, (k,))
     return (jac @ minv_jt).reshape(k, 3, k, 3), free, active, friction
 
@@ -350,7 +356,7 @@ def _moreau_step(
         )  # fmt: skip
     else:
         v_free, minv_jt = _free_velocity_and_response(model, mass, bias, tau, jac, v, dt)
-        free_contact_velocity = (jac @ v_free).reshape(k, 3).at[:, 2].add(opening)
+        free_contact_velocity = _free_contact_velocity(jac, v_free, opening)
         impulse, solve_info = solve_impulses(
             jac @ minv_jt, free_contact_velocity, contacts.friction, active, num_sweeps, method,
             derivatives, tolerance=tolerance,

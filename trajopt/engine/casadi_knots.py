@@ -85,8 +85,7 @@ def forward_function(problem: P.Problem, m, plane, params: dict,
     residual = per_contact[0]
     for r in per_contact[1:]:
         residual = ca.fmax(residual, r)
-    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ unit[i] for i in range(k)])
-    total = tau - params["joint_damping"] * parts["v_next"][m.nv - m.nu :]
+    s, total = responses_and_motor_torque(m, params, minv_jt, unit, tau, parts["v_next"])
     outputs = [
         parts["q_next"], parts["v_next"], ca.vertcat(*unit), ca.vertcat(*steps), s,
         ca.vec(parts["forces"].T), total, residual,
@@ -95,6 +94,14 @@ def forward_function(problem: P.Problem, m, plane, params: dict,
 
 
 FORWARD_OUTPUTS = ["q_next", "v_next", "p", "steps", "s", "forces", "total", "residual"]
+
+
+def responses_and_motor_torque(m, params: dict, minv_jt, unit, tau, v_next):
+    """`(s (k nv), total (nu))`: the contacts' unit-impulse responses `s_i = M'^-1 J_i^T p_i`
+    from `minv_jt (nv, 3k)` and the unit impulses `unit[i] (3,)`, and the motor torque, the
+    actuator's `tau` less the implicit joint damping at the next velocity."""
+    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ p_i for i, p_i in enumerate(unit)])
+    return s, tau - params["joint_damping"] * v_next[m.nv - m.nu :]
 
 
 def contact_problem_function(problem: P.Problem, m, plane, params: dict) -> ca.Function:
@@ -122,8 +129,7 @@ def after_impulses_function(problem: P.Problem, m, plane, params: dict) -> ca.Fu
     unit = [p[3 * i : 3 * i + 3] for i in range(k)]
     after = step_after_impulses(m, params, plane, q, v, minv_jt, v_free,
                                 [w[i] for i in range(k)], unit)  # fmt: skip
-    s = ca.vertcat(*[minv_jt[:, 3 * i : 3 * i + 3] @ unit[i] for i in range(k)])
-    total = tau - params["joint_damping"] * after["v_next"][nv - m.nu :]
+    s, total = responses_and_motor_torque(m, params, minv_jt, unit, tau, after["v_next"])
     return ca.Function(
         "substep_after_impulses", [q, v, tau, v_free, minv_jt, w, p],
         [after["q_next"], after["v_next"], s, ca.vec(after["forces"].T), total],
