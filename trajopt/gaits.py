@@ -161,14 +161,18 @@ def gait_reference(
     start_time: float = 0.0,
     lateral_velocity: float = 0.0,
     period: float | None = None,
+    lead_in: float | None = None,
     host: bool = False,
 ) -> P.Reference:
     """The references of `gait` over knots `start_time + dt * (0 .. horizon)` [s]: stance flags
     and swing clearance from the gait's phase at those times (so a receding horizon keeps the
     phase), the commanded base velocity (base frame; for "turn" the yaw rate), the standing
-    height and joint posture. `host`: NumPy arrays rather than JAX ones (a jitted function or
-    the generated C takes them as they are: an MPC cycle skips a transfer per array)."""
+    height and joint posture. `period` [s] and `lead_in` [periods] replace the robot's (None:
+    `gait_period`, `gait_spec`). `host`: NumPy arrays rather than JAX ones (a jitted function
+    or the generated C takes them as they are: an MPC cycle skips a transfer per array)."""
     spec = gait_spec(model.name, gait)
+    if lead_in is not None:
+        spec = dataclasses.replace(spec, lead_in=float(lead_in))
     clearance = record_of(model).swing_height
     period = gait_period(model.name, gait) if period is None else period
     times = start_time + dt * np.arange(horizon + 1)
@@ -217,6 +221,7 @@ def make_problem(
     params: StepParams | None = None,
     initial_state: State | None = None,
     period: float | None = None,
+    lead_in: float | None = None,
     derivatives: P.ProblemDerivatives = "implicit",
 ) -> P.Problem:
     """A gait problem for a robot.
@@ -233,6 +238,8 @@ def make_problem(
             damping integrated implicitly in the step).
         initial_state: default: the standing pose at rest.
         period: gait period [s] (default per robot).
+        lead_in: periods on all four feet before the pattern begins (default: the gait's on
+            this robot, `gait_spec`).
         derivatives: "unrolled", "implicit" or "compiled" (`trajopt.problem.Problem`).
     """
     check_gait(gait)
@@ -241,6 +248,8 @@ def make_problem(
             raise ValueError(f"{name} must be positive, got {value}")
     if not np.isfinite(velocity):
         raise ValueError(f"velocity must be finite, got {velocity}")
+    if lead_in is not None and not (np.isfinite(lead_in) and lead_in >= 0):
+        raise ValueError(f"lead_in must be a finite number of periods >= 0, got {lead_in}")
     horizon = int(round(duration / dt))
     if horizon < 1:
         raise ValueError(f"duration {duration} s is shorter than one knot of {dt} s")
@@ -249,7 +258,8 @@ def make_problem(
     if params is None:
         params = StepParams(terrain=flat(friction=0.8), dt=dt / substeps, joint_damping=kd)
     reference = gait_reference(
-        model, gait, velocity, horizon, dt, lateral_velocity=lateral_velocity, period=period
+        model, gait, velocity, horizon, dt, lateral_velocity=lateral_velocity, period=period,
+        lead_in=lead_in,
     )
     w = gait_weights(model.name, gait, weights)
     if initial_state is None:

@@ -177,7 +177,7 @@ def _anymal_trot(derivatives="compiled", contact="smooth"):
     one trot period, 0.2 m/s."""
     return make_problem(
         "anymal_c", "trot", 0.5 * (0.5 * 0.15 + 0.15) / 0.56, duration=0.56, dt=0.01,
-        substeps=1, period=0.56, derivatives=derivatives, contact=contact,
+        substeps=1, period=0.56, lead_in=0.0, derivatives=derivatives, contact=contact,
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 from its contacts (fast; the solved gaits are in test_gait_library.py, slow)."""
 
 import numpy as np
+import pytest
 
 from trajopt import gait_metrics, gaits
 
@@ -68,3 +69,20 @@ def test_gait_weights_and_per_robot_overrides_reach_the_problem():
     first = np.argmax(front_swing)
     length = np.argmin(front_swing[first:])
     assert abs(first * dt - 0.25 * 0.36) <= dt and abs(length * dt - 0.18) <= dt
+
+
+def test_anymal_c_trots_after_its_lead_in_unless_the_caller_names_another():
+    """ANYmal C's record gives its trot a lead-in of 0.1 period on four feet (0.06 s of its
+    0.6 s); `lead_in=0` steps at once, as the library's trot; a negative one is refused."""
+    dt = 0.01
+    model = gaits.load_robot("anymal_c")
+    stance = np.asarray(gaits.gait_reference(model, "trot", 0.3, 30, dt).stance)
+    first_swing = int(np.argmax(np.any(stance == 0.0, axis=1)))
+    assert abs(first_swing * dt - 0.1 * 0.6) <= dt
+    assert np.sum(stance[first_swing] == 0.0) == 2  # then a diagonal pair swings
+    at_once = np.asarray(gaits.gait_reference(model, "trot", 0.3, 30, dt, lead_in=0.0).stance)
+    assert np.sum(at_once[0] == 0.0) == 2
+    problem = gaits.make_problem("anymal_c", "trot", 0.3, duration=0.1, dt=dt, lead_in=0.0)
+    np.testing.assert_array_equal(np.asarray(problem.data.reference.stance), at_once[:11])
+    with pytest.raises(ValueError, match="lead_in"):
+        gaits.make_problem("anymal_c", "trot", 0.3, duration=0.1, lead_in=-0.1)

@@ -37,18 +37,16 @@ def diagonal_pattern(force, threshold=1.0):
     return a_only, b_only, agree
 
 
-# Known gaps on contact solved to the tolerance: ANYmal C's trot converges 11-12 % under its
-# command (the bar is 10 %), Solo12's keeps its first diagonal pair alone on exactly 20 % of the
-# knots at 40 iterations (the bar is more than 20 %)
-SLOW_ANYMAL_C = pytest.mark.xfail(strict=True, reason="ANYmal C's trot: 0.265-0.268 m/s < 0.27")
+# A known gap on contact solved to the tolerance: Solo12's trot keeps its first diagonal pair
+# alone on exactly 20 % of the knots at 40 iterations (the bar is more than 20 %)
 SOLO12_PAIR = pytest.mark.xfail(strict=True, reason="Solo12 trot: first pair alone 0.2, not > 0.2")
 # (robot, derivatives, FDDP iterations)
 SOLVES = [
-    pytest.param(("anymal_c", "unrolled", 40), marks=SLOW_ANYMAL_C),
+    ("anymal_c", "unrolled", 40),
     ("go2", "unrolled", 40),
     pytest.param(("solo12", "unrolled", 40), marks=SOLO12_PAIR),
     ("go2", "compiled", 200),
-    pytest.param(("anymal_c", "compiled", 200), marks=SLOW_ANYMAL_C),
+    ("anymal_c", "compiled", 200),
 ]
 
 
