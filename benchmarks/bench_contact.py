@@ -450,7 +450,7 @@ def targets(rows: list[Row]) -> list[str]:
             f"{best.steps_per_s_per_core:,.0f} steps/s per core ({how}) vs MuJoCo "
             f"{mj.steps_per_s_per_core:,.0f} steps/s: ratio {ratio:.2f}."
         )
-        for dtype in sorted({r.dtype for r in batched}):
+        for dtype in sorted({r.dtype for r in batched} - {best.dtype}):
             sub = [r for r in batched if r.dtype == dtype]
             b = max(sub, key=lambda r: r.steps_per_s_per_core)
             out.append(
@@ -478,28 +478,24 @@ def render(rows: list[Row], s: Settings) -> str:
     lines = [
         SECTION,
         "",
-        "Written by `benchmarks/bench_contact.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_contact.py`.",
         "",
         f"- Command: `{s.command}`",
         f"- Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- CPU: {_cpu_name()}, {os.cpu_count()} logical cores; 1-min load average "
-        f"{s.load_before:.2f} before, {s.load_after:.2f} after (above 1 per core, other "
-        "processes shared the CPU and slowed every row)",
+        f"{s.load_before:.2f} before, {s.load_after:.2f} after",
         f"- Versions: {_versions()}",
         f"- Robot: {s.robot} standing on flat ground under the joint PD "
         f"(`standing_controller`, gains {default_gains(dynamics.load_robot(s.robot))}), four "
-        "feet in contact, dt = 2 ms, 20 Gauss-Seidel sweeps (hard/smooth). "
-        f"{s.repeats} repeats; medians of the per-call mean; compilation excluded (own column).",
-        "- `single`: a jitted `lax.scan` of steps on one state; `vmap B`: the scan vmapped over "
-        "B states (scan length in the note). steps/s counts state-steps (batch x scan length).",
-        "- Cores: `cpu` is process CPU time / wall time while timing (above 1: JAX's CPU backend "
-        "used both cores; below 1: other processes took a share of the core); `per core` = "
-        "steps per CPU-second = steps/s / cpu, the same for MuJoCo. Rows `step (1 core)` ran in a "
-        "subprocess pinned with `taskset -c 0`. MuJoCo is one thread (`mj_step(nstep=N)`, "
-        "the PD evaluated in C by its actuators).",
-        "- `xMuJoCo` = per-core steps/s / MuJoCo's per-core steps/s (C loop row).",
-        "- `grad`: `jax.grad` of a scalar loss of a 1 s closed-loop rollout (PD + feed-forward "
-        "u, 500 steps) w.r.t. u (500 x 12); `fwd ms` the jitted loss alone; ratio = grad / fwd.",
+        "feet in contact, dt = 2 ms, 20 Gauss-Seidel sweeps (hard/smooth); "
+        f"{s.repeats} repeats, medians of the per-call mean, compilation in its own column.",
+        "- `single`: a jitted `lax.scan` of steps on one state; `vmap B`: that scan over B "
+        "states (scan length in the note); steps/s counts state-steps. `cpu` = process CPU "
+        "time / wall time; `per core` = steps/s / cpu; `xMuJoCo` = per-core steps/s over "
+        "MuJoCo's (one thread, `mj_step(nstep=N)`, the PD in C). `JAX, 1 core` rows ran "
+        "pinned with `taskset -c 0`.",
+        "- Gradient: `jax.grad` of a scalar loss of a 1 s closed-loop rollout (PD + feed-forward "
+        "u, 500 steps) w.r.t. u (500 x 12); `fwd ms` the jitted loss alone.",
         "",
         "### Targets",
         "",

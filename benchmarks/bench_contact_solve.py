@@ -27,7 +27,7 @@ HEADING = "## Contact solve convergence"
 # (robot, gait, make_problem options): ANYmal C's is bench_trajopt.py's Crocoddyl trot
 PROBLEMS = (
     ("anymal_c", "trot", {"velocity": 0.2009, "duration": 0.56, "dt": 0.01, "substeps": 1,
-                          "period": 0.56}),
+                          "period": 0.56, "lead_in": 0.0}),
     ("go2", "trot", {"velocity": 0.5}),
     ("solo12", "trot", {"velocity": 0.3}),
     ("go2", "pace", {"velocity": 0.5}),

@@ -42,25 +42,10 @@ MODES = ("implicit", "unrolled")
 READING = """
 ### Reading
 
-- The implicit rule takes the impulse sweeps out of the tangent computation (since 2026-12-02
-  the mass-matrix solves are differentiated by `dM X` products in both modes, so the two modes
-  differ only in the impulse solve). At the solvers' sweep counts the linearisation point
-  itself is far from the converged contact solution (residual 6e-3 m/s at 10 sweeps): both
-  derivatives then differ from the converged one by the same 17 % (4 % at 20 sweeps), so the
-  choice of rule does not change the accuracy there; more sweeps do.
-- The ratio moved from 24x (the issue) to 4.6-6.5x: the dense world-frame rigid-body terms
-  (`dynamics/dense_terms.py`), their Jacobian rule formed leg by leg
-  (`dynamics/floating_base_terms.py`, `leg_terms.py`), mass-matrix solves differentiated by
-  `dM X` products, and (2026-12-03) the costs differentiated apart from the simulation by the
-  chain rule through the forces and torques (`shooting.knot_costs`: the transition's 48 tangent
-  directions no longer pass through the costs' foot kinematics). What remains is forward-mode
-  AD through the step's many small operations (section "Where one step's Jacobian goes");
-  the issue's 4x needs a hand-written step derivative (Pinocchio's and Simple's), not done.
-- The reverse-mode gradient of the rollout with implicit derivatives is about the issue's 3x:
-  1.9-2.6x in the runs up to 2026-12-03 10:34, 2.39x and 3.22x in two runs at 12:24 and 12:31
-  the same day (unrolled 3.7-4.9x).
-- The machine is shared: single timings move by 30-50 % between runs; compare ratios from one
-  run.
+- At the solvers' sweep counts the linearisation point is far from the converged contact
+  solution (residual 6e-3 m/s at 10 sweeps): both modes differ from the converged derivative by
+  the same 17 % (4 % at 20 sweeps), so more sweeps change the accuracy, the rule does not. The
+  modes differ only in the impulse solve (the mass-matrix solves use `dM X` products in both).
 """
 
 
@@ -89,6 +74,7 @@ def knot_problem(num_sweeps: int):
 
     return make_problem(
         "anymal_c", "trot", velocity=0.2009, duration=0.56, dt=0.01, substeps=1, period=0.56,
+        lead_in=0.0,
         num_sweeps=num_sweeps,
     )  # fmt: skip
 
@@ -218,14 +204,13 @@ def render(knot, gap, grad, args, load_before, load_after) -> str:
     lines = [
         SECTION,
         "",
-        "Written by `benchmarks/bench_derivatives.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_derivatives.py`.",
         "",
         f"- Command: `python benchmarks/bench_derivatives.py --repeats {args.repeats}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {markdown_report.cpu_name()}, pinned to one core; CPU time, best of "
         f"{args.repeats} batches; 1-min load average {load_before:.2f} before, "
-        f"{load_after:.2f} after (other processes shared the machine: ratios from one run "
-        "are the robust numbers)",
+        f"{load_after:.2f} after",
         f"- Versions: {markdown_report.versions('jax', 'jaxlib', 'numpy')}",
         "",
         "### Knot Jacobian over knot forward step (ANYmal C trot knot, smooth, 10 sweeps)",

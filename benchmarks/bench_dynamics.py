@@ -409,17 +409,16 @@ def targets(rows, batch: int) -> list[str]:
     daba = next(r for r in rows if r.variant == "computeABADerivatives")
     lines = []
     for label, group, ref, base in (
-        ("Batched JAX forward dynamics", "jax fd", "aba", aba),
-        ("Batched JAX Jacobian", "jax jac", "dABA", daba),
+        ("JAX forward dynamics", "jax fd", "aba", aba),
+        ("JAX Jacobian", "jax jac", "dABA", daba),
     ):
-        for dtype in ("float64", "float32", None):
+        for dtype in ("float64", "float32"):
             best = _best(rows, group, ref, batch, dtype)
             if best is None:
                 continue
             ok = best.ratio <= TARGET_RATIO
             lines.append(
-                f"- {label} per state at batch {batch}"
-                + (f" ({dtype})" if dtype else " (any dtype)")
+                f"- {label} per state at batch {batch} ({dtype})"
                 + f": best `{best.variant}` {best.per_state_us:.2f} us = {best.ratio:.2f}x "
                 f"Pinocchio `{base.variant}` ({base.per_call_us:.2f} us); target <= "
                 f"{TARGET_RATIO:.0f}x: **{'met' if ok else 'NOT met'}**"
@@ -432,24 +431,20 @@ def render(rows: list[Row], s: Settings) -> str:
     lines = [
         SECTION,
         "",
-        "Written by `benchmarks/bench_dynamics.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_dynamics.py`.",
         "",
         f"- Command: `{s.command}`",
         f"- Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- CPU: {_cpu_name()}, {os.cpu_count()} logical cores; Python {platform.python_version()}",
         f"- Versions: jax {jax.__version__}, jaxlib {jax.lib.__version__ if hasattr(jax.lib, '__version__') else jax.__version__}, "  # noqa: E501
         f"pin {pin.__version__}, casadi {ca.__version__}, numpy {np.__version__}",
-        f"- 1-minute load average at start / end: {s.load_start:.2f} / {s.load_end:.2f} "
-        "(above about 2, other processes shared the 2 cores and times are inflated)",
+        f"- 1-minute load average at start / end: {s.load_start:.2f} / {s.load_end:.2f}",
         f"- Robot: {s.robot}; {s.repeats} repeats, median of the per-call mean; "
-        "per state = per call / batch; ratio = per state / Pinocchio single call "
-        "(`aba` for forward dynamics, `computeABADerivatives` for Jacobians). "
-        "err = max abs difference from Pinocchio on the timed states.",
-        "- JAX functions are jitted with the model closed over (its arrays become constants); "
-        "inputs are device arrays; times include `block_until_ready`, not compilation "
-        "(compile column). The Jacobian is d/d(eps, v, tau) of "
-        "`fd(integrate(q, eps), v, tau)` at eps = 0, `(nv, 3 nv)`, compared with "
-        "`[ddq_dq, ddq_dv, Minv]` from `computeABADerivatives`.",
+        "per state = per call / batch; ratio = per state / Pinocchio's single call "
+        "(`aba`; Jacobians: `computeABADerivatives`); err = max abs difference from Pinocchio.",
+        "- JAX: jitted with the model closed over, timed to `block_until_ready`, compilation in "
+        "its own column. Jacobian: d/d(eps, v, tau) of `fd(integrate(q, eps), v, tau)` at "
+        "eps = 0, against `[ddq_dq, ddq_dv, Minv]`.",
         "",
         "### Targets",
         "",

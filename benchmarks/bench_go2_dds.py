@@ -128,14 +128,14 @@ def render(rows: list, run: dict, command: str) -> str:
     lines = [
         HEADING,
         "",
-        "Written by `benchmarks/bench_go2_dds.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_go2_dds.py`.",
         "",
         f"- Command: `{command}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {cpu_name()}, {os.cpu_count()} cores; {versions('numpy')}, "
         f"cyclonedds {importlib.metadata.version('cyclonedds')}",
         f"- Load average (1 min) before / after the loopback run: {run['load_before']:.1f} / "
-        f"{run['load_after']:.1f} (other work was running: the numbers are under that load)",
+        f"{run['load_after']:.1f}",
         "",
         "Per message in Python (median): our one-call codec against Cyclone's per-field one.",
         "",

@@ -41,7 +41,8 @@ def measure(layout: str, repeats: int) -> dict:
     from trajopt.gaits import make_problem
     from trajopt.solver import initial_guess
 
-    pr = make_problem("anymal_c", "trot", 0.2, duration=0.56, dt=0.01, substeps=1, period=0.56)
+    pr = make_problem("anymal_c", "trot", 0.2, duration=0.56, dt=0.01, substeps=1, period=0.56,
+                      lead_in=0.0)
     fn = knot_backends.for_problem(pr)
     _, us = initial_guess(pr, guess="standing")
     xs, _, _ = fn.rollout(pr.data, us)
@@ -82,7 +83,7 @@ def render(rows, command: str) -> str:
     lines = [
         HEADING,
         "",
-        "Written by `benchmarks/bench_linearize.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_linearize.py`.",
         "",
         f"- Command: `{command}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
@@ -103,10 +104,9 @@ def render(rows, command: str) -> str:
         )
     lines += [
         "",
-        "`map` is what `trajopt.engine.fddp.solve_fddp` does (`loop` at first). A "
-        "layout is worth it only if it is faster without costing much more compilation: every "
-        "problem structure (each test, the MPC, each gait-library robot) compiles the "
-        "linearisation once.",
+        "`map` is what `trajopt.engine.fddp.solve_fddp` does; every problem structure compiles "
+        "the linearisation once, so a faster layout must not compile much longer "
+        '(docs/benchmark-history.md, "The FDDP iteration").',
     ]
     return "\n".join(lines)
 

@@ -54,18 +54,16 @@ def render(runs, command: str) -> str:
 
     lines = [
         HEADING, "",
-        "Written by `benchmarks/bench_make_policy.py` from the runs' own records; rerun it "
-        "after `examples/make_policy.py` to refresh this section.", "",
+        "Written by `benchmarks/bench_make_policy.py` from the runs' own records (after "
+        "`examples/make_policy.py`).", "",
         f"- Command: `{command}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores, shared by the runs listed "
         "and other work; " + versions("jax", "mujoco"),
         "- Stages: `learning.pipeline` (default recipe unless said). Tracking: mean velocity "
-        "error [m/s] in this project's simulator at the stage's end. Check: seeds of the "
-        "randomised MuJoCo tour with the state estimator walked (`learning.deployment."
-        "walk_failures`). A stage's seconds are its last run's: a stage re-run after a "
-        "recipe change (more SHAC iterations, continued from the checkpoint) counts that run "
-        "alone.",
+        "error [m/s] in our simulator at the stage's end. Check: seeds of the randomised "
+        "MuJoCo tour with the state estimator walked (`learning.deployment.walk_failures`). "
+        "A stage's seconds are its last run's.",
         "",
         "| robot | " + " | ".join(f"{s} s" for s in STAGES) + " | total min | warm start "
         "tracking | SHAC tracking, fell | SHAC iterations | command box | check walked | why not |",

@@ -56,10 +56,8 @@ def cycle_time_table(cycle_times, parts: dict | None = None) -> list:
         f"{p99 / TARGET_P99:.1f}x) |",
         "",
     ] + ([] if not parts else [
-        "Where a cycle's time goes (median of each part over the cycles, ms; `other`: the "
-        "rest of the solve and of the cycle: the start's evaluation, references, warm start; "
-        "`generated_code` and `elimination`, where given, are within `linearize`: the "
-        "generated substep and cost functions, and the substeps' elimination):",
+        "Where a cycle's time goes (medians, ms; `other`: the rest of the cycle; "
+        "`generated_code` and `elimination` are parts of `linearize`):",
         "",
         "| " + " | ".join(parts) + " |",
         "|" + "---:|" * len(parts),
@@ -129,13 +127,13 @@ def main(argv=None):
     lines = [
         HEADING,
         "",
-        "Written by `benchmarks/bench_mpc.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_mpc.py`.",
         "",
         f"- Command: `python benchmarks/bench_mpc.py {' '.join(argv or sys.argv[1:])}`".rstrip(),
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {cpu_name()}, pinned to core {args.core}; 1-min load average "
         f"{load_before:.2f} before, "
-        f"{load_after:.2f} after (other processes share this 2-core machine)",
+        f"{load_after:.2f} after",
         f"- Versions: {versions('jax', 'jaxlib', 'numpy')}",
         f"- Problem: {args.robot} trot at {args.velocity} m/s, horizon 0.5 s at 20 ms (25 knots, "
         f"2 substeps, smooth contact solved to {CONTACT_TOLERANCE:g} m/s, "
@@ -150,9 +148,9 @@ def main(argv=None):
     lines += [
         "### Tracking against the replanning rate (simulated time)",
         "",
-        "A latency of k periods: each plan is used k periods (20k ms) after the measurement it "
-        "was solved from, as in real time with a solve that long; a lookahead solves it from "
-        "the state the planning model predicts at that time (`MPC.plan_cycle`).",
+        "Latency: each plan is used k periods (20k ms) after the measurement it was solved "
+        "from; a lookahead solves from the state the planning model predicts for then "
+        "(`MPC.plan_cycle`).",
         "",
         "| replan every | rate Hz | latency | lookahead | fell | mean v_x m/s "
         "| mean abs v_x error m/s | avg speed m/s | RMS yaw-rate error rad/s |",

@@ -57,7 +57,8 @@ import bench_trajopt as b
 from trajopt.gaits import make_problem
 from trajopt.solver import solve
 problem = make_problem("anymal_c", "trot", velocity=b.CROC_SPEED, duration=b.CROC_KNOTS * b.CROC_DT,
-                       dt=b.CROC_DT, substeps=1, period=b.CROC_PERIOD, derivatives="compiled")
+                       dt=b.CROC_DT, substeps=1, period=b.CROC_PERIOD, lead_in=b.CROC_LEAD_IN,
+                       derivatives="compiled")
 times = []
 for _ in range({runs}):
     began = time.perf_counter()

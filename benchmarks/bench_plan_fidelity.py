@@ -371,17 +371,15 @@ def render(rows, args, command: str, loads, wall_s: float) -> str:
         f"(smooth, impulse solves to 1e-4 m/s); fixed = the paper's {args.fixed_sweeps} sweeps; "
         "hard = hard contact to 1e-4 m/s.",
         f"- Replays, open loop from the plan's first state at a {1e3 * args.step:g} ms step: "
-        "MuJoCo (`dynamics.mjcf`, feet only touching, the plan's PD: `Kp (q* - q)` clipped "
-        "to the effort limits in `ctrl`, the PD's damping as MuJoCo's implicit joint damping); "
-        "the project's own simulator (`trajopt.replay.resimulate_finer`) with hard contact to "
-        "1e-4 m/s and with the plan's own contact. Kept = the replay's final base xy "
-        "displacement projected on the plan's, over the plan's length.",
-        "- The planner's contact along its plan (its own plant, which reproduces the plan's "
-        f"base to {max(r.reproduce_err for r in rows):.0e} m): the largest Coulomb residual; "
-        "the share of its normal impulse at feet more than 1 mm above the ground; the impulse "
-        "before touchdown = its normal impulse at feet more than 0.1 mm above the ground "
-        "beyond what hard contact applies from the same state and torques, as a share of its "
-        "normal impulse.",
+        "MuJoCo (`dynamics.mjcf`, the plan's PD clipped to the effort limits in `ctrl`, its "
+        "damping as joint damping); our simulator (`trajopt.replay.resimulate_finer`) with "
+        "hard contact to 1e-4 m/s and with the plan's contact. Kept = the replay's final base "
+        "xy displacement projected on the plan's, over the plan's length.",
+        "- Along each plan (its own plant reproduces the plan's base to "
+        f"{max(r.reproduce_err for r in rows):.0e} m): the largest Coulomb residual; the share "
+        "of the normal impulse at feet more than 1 mm up; impulse before touchdown = the normal "
+        "impulse at feet more than 0.1 mm up beyond what hard contact applies from the same "
+        "state and torques, as a share.",
         "",
         "### Targets", "",
     ]  # fmt: skip

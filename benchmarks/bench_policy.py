@@ -275,7 +275,7 @@ def main(argv=None):
     lines = [
         args.section,
         "",
-        "Written by `benchmarks/bench_policy.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_policy.py`.",
         "",
         f"- Command: `{command.strip()}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",

@@ -76,16 +76,15 @@ def render(rows, command: str) -> str:
 
     lines = [
         HEADING, "",
-        "Written by `benchmarks/bench_robots.py`; rerun it to refresh this section.", "",
+        "Written by `benchmarks/bench_robots.py`.", "",
         f"- Command: `{command}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- CPU: {cpu_name()}; " + versions("mujoco", "pinocchio"),
-        "- Each robot's record (`dynamics.robot_record`): the standing pose's, gains' and gait "
-        "sizes' source and values. Then the SRDF's standing pose and the pose the rule computes "
-        f"from the URDF alone, each held {HOLD_SECONDS:.0f} s by the record's PD in MuJoCo: the "
-        f"settled base heights, and whether they agree within {100 * SAME_STAND:.0f} cm. "
-        "Sources: SRDF, rule (`dynamics.robot_rules`), or given (`dynamics.robots.BUILT_IN`, "
-        "each with its reason).",
+        "- Each robot's record (`dynamics.robot_record`): pose, gains and gait sizes with their "
+        "source: SRDF, rule (`dynamics.robot_rules`) or given (`dynamics.robots.BUILT_IN`). "
+        "Then the SRDF's standing pose and the rule's (from the URDF alone), each held "
+        f"{HOLD_SECONDS:.0f} s by the record's PD in MuJoCo: settled base heights, alike within "
+        f"{100 * SAME_STAND:.0f} cm.",
         "",
         "| robot | mass kg | pose | Kp | Kd | gains | period s | swing m | gait sizes | "
         "SRDF pose stands at m | rule's pose stands at m | alike |",

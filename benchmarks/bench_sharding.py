@@ -21,6 +21,7 @@ The numbers show that the code paths run and what they cost here, not a scaling 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -119,38 +120,40 @@ def render(training: list[dict], batch: dict, args) -> str:
         "",
         f"`python benchmarks/bench_sharding.py --envs {args.envs} --horizon {args.horizon} "
         f"--iterations {args.iterations} --batches {' '.join(map(str, args.batches))} "
-        f"--repeats {args.repeats} --write`, in one process with "
-        f"`XLA_FLAGS=--xla_force_host_platform_device_count={DEVICES}`.",
+        f"--repeats {args.repeats} --max-iterations {args.max_iterations}"
+        + (" --skip-training" if args.skip_training else "")
+        + f"`, in one process with `XLA_FLAGS=--xla_force_host_platform_device_count={DEVICES}`, "
+        f"{datetime.date.today().isoformat()}.",
         "",
         f"- CPU: {cpu_name()}, {os.cpu_count()} cores; {versions('jax', 'jaxlib')}. 1-min load "
-        "average at the start of each row in the tables (other jobs shared the machine).",
-        "- **Two CPU cores cannot show real scaling.** The fake devices are partitions of one "
-        "process on the same two cores: more devices means the same arithmetic plus "
-        "partitioning and collective overhead. These rows show that the sharded code paths run "
-        "and what they cost here; the gain needs real devices (GPUs, or hosts), which this "
-        "machine does not have. Correctness (same results on 1, 2, 4 devices and two "
-        "processes) is what tests/learning/test_sharded_training.py and "
-        "tests/trajopt/test_batched_trajopt.py check.",
+        "average at the start of each row in the tables.",
+        "- **Two CPU cores cannot show real scaling** (the fake devices share them): these "
+        "rows show that the sharded paths run and their cost here; "
+        "tests/learning/test_sharded_training.py and tests/trajopt/test_batched_trajopt.py "
+        "check their results.",
         "",
-        f"SHAC, Solo12, {args.envs} environments (global batch) x horizon {args.horizon}, "
-        f"float64, compiled with XLA's fast-compile level (`fast_compile=True`: shorter "
-        f"compiles, slower code), {args.iterations} iterations (median of the ones after the "
-        "first):",
-        "",
-        "| devices | envs per device | env steps/s | first iteration (compile) s | load |",
-        "| --- | --- | --- | --- | --- |",
     ]
-    for r in training:
-        lines.append(f"| {r['devices']} | {r['per_device']} | {r['steps_per_s']:.0f} | "
-                     f"{r['first_iteration_s']:.0f} | {r['load']:.1f} |")  # fmt: skip
+    if training:
+        lines += [
+            f"SHAC (`shac.train(devices=d)`), Solo12, {args.envs} environments (the global "
+            f"batch) x horizon {args.horizon}, float64, XLA's fast-compile level; env steps/s = "
+            f"{args.envs * args.horizon} / iteration time, median of iterations "
+            f"2-{args.iterations}:",
+            "",
+            "| devices | envs per device | env steps/s | first iteration (compile) s | load |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in training:
+            lines.append(f"| {r['devices']} | {r['per_device']} | {r['steps_per_s']:.0f} | "
+                         f"{r['first_iteration_s']:.0f} | {r['load']:.1f} |")  # fmt: skip
+        lines.append("")
     lines += [
-        "",
         f"Batched FDDP (`trajopt.batched.solve_batched`), Solo12 trot, {batch['horizon']} knots, "
         "a grid of forward velocities 0-0.4 m/s, at most "
         f"{args.max_iterations} iterations; single solves (`fddp.solve_fddp`, compiled): "
         f"{batch['single_s'] * 1e3:.0f} ms per problem ({batch['single_cpu_s'] * 1e3:.0f} ms "
         f"CPU), {1 / batch['single_s']:.1f} problems/s (load {batch['single_load']:.1f}). "
-        "CPU: the process's CPU time over all threads (a fairer measure on a shared machine).",
+        "CPU: the process's CPU time over all threads.",
         "",
         "| batch | devices | a device's block | s per batch (median) | CPU s | problems/s | "
         "compile s | iterations | load |",
@@ -162,11 +165,8 @@ def render(training: list[dict], batch: dict, args) -> str:
                      f"{r['iterations']} | {r['load']:.1f} |")  # fmt: skip
     lines += [
         "",
-        "One device: the batch is vmapped, so every problem runs through every iteration and "
-        "line-search trial until its slowest member stops; on a CPU the gain over single solves "
-        "is the removed per-call overhead, on a GPU the batch is what fills the device. Several "
-        "CPU devices: each device solves its problems one by one (`lax.map`, see "
-        "`trajopt/batched.py` for the jaxlib deadlock this avoids).",
+        "One device: the batch is vmapped (every problem runs until the slowest stops); "
+        "several devices: each solves its problems one by one (`lax.map`).",
     ]
     return "\n".join(lines)
 

@@ -294,7 +294,7 @@ def main(argv=None):
     lines = [
         HEADING,
         "",
-        "Written by `benchmarks/bench_training.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_training.py`.",
         "",
         f"- Command: `{command.strip()}`",
         f"- Date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",

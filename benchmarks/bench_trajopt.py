@@ -12,10 +12,10 @@ starts, and `taskset -c 0` for the Crocoddyl subprocess; `--no-pin` to skip):
    10 ms, step length 0.15 m, height 0.1 m), `SolverFDDP` on one thread, median of repeats.
    Run for the example's robot ("anymal", ANYmal B) and for "anymal_c" (our robot).
 2. Ours: `trajopt.gaits.make_problem(robot, "trot", velocity=0.2, duration=H * dt, dt=0.01,
-   substeps=1, period=0.56)`: the same robot, knot length, cycle (two diagonal swings in
-   0.56 s) and average speed (Crocoddyl's CoM reference moves 0.75 x 0.15 m in 0.56 s, 0.2 m/s)
-   as Crocoddyl's; H = 56 (Crocoddyl's horizon) and 100 (the issue's 1 s trot). FDDP single
-   shooting from scratch (standing PD targets) with a fixed iteration budget:
+   substeps=1, period=0.56, lead_in=0)`: the same robot, knot length, cycle (two diagonal
+   swings in 0.56 s) and average speed (Crocoddyl's CoM reference moves 0.75 x 0.15 m in
+   0.56 s, 0.2 m/s) as Crocoddyl's; H = 56 (Crocoddyl's horizon) and 100 (the issue's 1 s
+   trot). FDDP single shooting from scratch (standing PD targets) with a fixed iteration budget:
    - the first solve includes JIT compilation (reported alone, as first solve - second solve);
    - the second solve of the same problem structure (`knot_backends.for_problem` caches the jitted
      functions) is the timed one: wall and CPU time, time per iteration (median of the
@@ -68,6 +68,9 @@ CROC_PINS = ("crocoddyl==3.2.1", "pin==4.0.0", "example-robot-data-loaders==5.0.
 CROC_KNOTS, CROC_DT = 56, 0.01
 CROC_SPEED = 0.5 * (0.5 * 0.15 + 0.15) / (CROC_KNOTS * CROC_DT)  # 0.2009 m/s
 CROC_PERIOD = CROC_KNOTS * CROC_DT
+# the pattern from the first knot: the problem these comparisons have always posed (a robot's
+# own lead-in, `make_problem`'s default, would change the problem between robots and runs)
+CROC_LEAD_IN = 0.0
 TARGET_RATIO = 2.0
 TARGET_SOLVE_S = 2.0
 
@@ -289,6 +292,7 @@ def run_ours(horizon: int, s) -> dict:
         dt=s.dt,
         substeps=s.substeps,
         period=CROC_PERIOD,
+        lead_in=CROC_LEAD_IN,
         derivatives=s.derivatives,
         **contact_solve(s),
     )
@@ -351,7 +355,7 @@ def render(results: dict, s) -> str:
     lines = [
         SECTION,
         "",
-        "Written by `benchmarks/bench_trajopt.py`; rerun it to refresh this section.",
+        "Written by `benchmarks/bench_trajopt.py`.",
         "",
         f"- Command: `{s.command}`",
         f"- Date: {s.date}",
@@ -362,9 +366,7 @@ def render(results: dict, s) -> str:
             if s.pinned
             else "not pinned"
         )
-        + f"; 1-min load average {s.load_before:.2f} before, {s.load_after:.2f} after "
-        "(other processes ran on this 2-core machine; the pinned core may have been shared, "
-        "CPU seconds are given next to wall seconds)",
+        + f"; 1-min load average {s.load_before:.2f} before, {s.load_after:.2f} after",
         f"- Versions (ours): {_versions()}",
     ]
     if ref:
@@ -378,39 +380,29 @@ def render(results: dict, s) -> str:
         "",
         "### Problems",
         "",
-        "- **Crocoddyl**: `SimpleQuadrupedalGaitProblem(...).createTrottingProblem(x0, 0.15, "
-        "0.1, 1e-2, 25, 2)` as in its `examples/quadrupedal_gaits_fwddyn.py` (2 support + 25 "
-        "swing + 1 foot-switch knots per diagonal pair, twice: 56 knots at 10 ms), from the "
-        "standing pose, `SolverFDDP.solve(xs=[x0]*57, us=quasiStatic, maxiter=100)`, one thread, "
-        f"median of {s.croc_repeats} repeats. Rows for the example's robot (`anymal`, ANYmal B) "
-        "and for `anymal_c` (our robot); both come from example-robot-data 5.0.0.",
+        "- **Crocoddyl**: `createTrottingProblem(x0, 0.15, 0.1, 1e-2, 25, 2)` of its "
+        "`examples/quadrupedal_gaits_fwddyn.py` (56 knots at 10 ms), `SolverFDDP.solve(xs=[x0]"
+        f"*57, us=quasiStatic, maxiter=100)`, one thread, median of {s.croc_repeats} repeats; "
+        "`anymal` (ANYmal B) and `anymal_c` from example-robot-data 5.0.0.",
         f'- **Ours**: `make_problem("{s.robot}", "trot", velocity={CROC_SPEED:.4f}, '
         f"duration=H*{s.dt}, dt={s.dt}, substeps={s.substeps}, period={CROC_PERIOD:.2f}, "
+        f"lead_in={CROC_LEAD_IN:g}, "
         + ", ".join(f"{k}={v!r}" for k, v in contact_solve(s).items())
         + f", derivatives={s.derivatives!r})`: same robot, knot length, "
-        "trot cycle and average speed "
-        "(Crocoddyl's CoM reference moves 0.1125 m in 0.56 s). FDDP single shooting from the "
-        f"standing PD targets, fixed budget of {s.iterations} iterations (stops earlier only on "
-        "its own convergence test). H = 56 is Crocoddyl's horizon, H = 100 the issue's 1 s trot.",
-        "- **They are not the same problem.** Crocoddyl fixes the contact sequence: stance "
-        "feet are rigid contact constraints inside the forward dynamics (contact forces solved "
-        "exactly by KKT), foot-switch knots are impulse models, the swing feet and CoM track "
-        "reference trajectories (weights 1e6), and all derivatives are analytic (Pinocchio); "
-        "its controls are joint torques, state 36-D (tangent). Ours is contact-implicit: each "
-        "knot simulates the smooth, differentiable contact model (prox Gauss-Seidel sweeps, "
-        "friction cone) under a joint PD with target controls, the gait pattern enters only as "
-        "soft costs (stance height, swing clearance, slip), derivatives are forward-mode AD "
-        "through the whole step, and the knot state carries the previous control (tangent "
-        "48-D: 18 + 18 + 12) for the control-rate cost. Iteration counts are therefore not "
-        "comparable one to one; time per iteration is the fairer ratio.",
+        "trot cycle and average speed. FDDP single shooting from the "
+        f"standing PD targets, at most {s.iterations} iterations. H = 56 is Crocoddyl's "
+        "horizon, H = 100 a 1 s trot.",
+        "- **Not the same problem**: Crocoddyl fixes the contact sequence (rigid contacts, "
+        "impulse models, tracked references, analytic derivatives, torque controls); ours is "
+        "contact-implicit (smooth contact under a joint PD, the gait as soft costs). Compare "
+        "time per iteration, not iteration counts.",
     ]
     if stab:
         lines.append(
             f"- PD at dt = {s.dt * 1e3:.0f} ms, {s.substeps} substep(s): 3 s open-loop standing "
             f"rollout {'stable' if stab['stable'] else 'NOT stable'} (finite {stab['finite']}, "
             f"base z min {stab['base_z_min']:.3f} m, end {stab['base_z_end']:.3f} m, max |v| over "
-            f"the last 10 knots {stab['max_abs_v_last_10']:.2g}); the PD damping is integrated "
-            "implicitly in the contact step, so one substep per 10 ms knot suffices."
+            f"the last 10 knots {stab['max_abs_v_last_10']:.2g})."
         )
     # --- ratio table
     lines += [
@@ -455,25 +447,18 @@ def render(results: dict, s) -> str:
             f"{k}: " + " / ".join(f"{x * 1e3:.0f}" for x in v.get("runs_s", [])) + " ms"
             for k, v in croc.items()
         )
-        + "); the faster run is shown. CPU ms / iteration = solve CPU time / iterations "
-        "(process time: less sensitive than wall time to other processes on the core). "
-        "`x Crocoddyl / it`: our median time per iteration over Crocoddyl's "
-        f"({'anymal_c' if croc.get('anymal_c') else 'anymal'} row, 56 knots; a 100-knot "
-        "iteration does 100/56 times the work, so divide those rows by 1.8 for a per-knot "
-        "ratio). `time to 1 %`: wall time "
-        "until the cost is within 1 % of the cost at the end of the budget (Crocoddyl: its "
-        "converged solve). `compile s`: first solve minus second solve of the same structure "
-        "(JIT compilation of rollout, cost evaluation, knot linearisation, forward pass). "
-        "Warm start: the problem advanced one knot (x0 = solution at knot 1, references shifted), "
+        + "); the faster run is shown. `x Crocoddyl / it`: our time per iteration over "
+        f"Crocoddyl's ({'anymal_c' if croc.get('anymal_c') else 'anymal'} row, 56 knots; per "
+        "knot, divide the 100-knot rows by 1.8). `time to 1 %`: wall time until the cost is "
+        "within 1 % of its final value. `compile s`: first solve minus second. Warm start: "
+        "the problem advanced one knot, "
         f"`init = trajectory.shifted(1)`, at most {s.warm_iterations} iterations, median of "
         f"{s.warm_repeats}.",
         "",
         "### Where our iteration time goes",
         "",
-        "Instrumented solve (every jitted call waited for, so slightly slower than the rows "
-        f"above), {s.split_iterations} iterations, per iteration (the initial guess, rollout "
-        "and evaluation and the Trajectory's assembly excluded; `other` is Python around the "
-        "jitted calls: merit, bookkeeping, host transfers):",
+        f"Instrumented solve (every call waited for), {s.split_iterations} iterations, per "
+        "iteration; `other` is the Python around the calls:",
         "",
         "| knots | linearisation ms | backward pass ms | line search ms | other ms | total ms "
         "| one knot: linearisation ms | one knot: forward step ms "
@@ -544,56 +529,7 @@ def targets(results: dict, s) -> list[str]:
             else "(not run)."
         )
     )
-    out += iteration_parts(s.derivatives)
-    out += [
-        "- Noise: the machine has 2 cores and other sessions' jobs ran throughout (see the load "
-        "averages); both solvers were pinned to core 0, which others could also use. Wall "
-        "numbers are medians; CPU-time ratios are given next to wall ratios. Ratios of 10x and "
-        "more are far outside this noise.",
-    ]
     return out
-
-
-def iteration_parts(derivatives: str) -> list[str]:
-    """What an iteration is made of, and where to gain, for the knots' `derivatives`."""
-    if derivatives == "compiled":
-        return [
-            "- What an iteration is (derivatives='compiled'): one C call "
-            "(`trajopt/engine/fddp_iteration.c`): the knots' substeps and their partial "
-            "Jacobians in C "
-            "that CasADi generates, the elimination of each substep's tangent system (`v+`, the "
-            "impulses; `trajopt/engine/substep_elimination.c`), the substeps' chaining and the "
-            "costs' "
-            "chain rule through the forces and torques, the Gauss-Newton model and the Riccati "
-            "passes (`trajopt/engine/riccati.c`), the line search's forward passes and their "
-            "costs; "
-            "`other` is the Python around the call.",
-            "- Where to gain: the linearisation's generated code (about half of it), its "
-            "elimination and chaining (a quarter each; the result's `linearize_parts`, "
-            "BENCHMARKS.md, \"MPC\"), and the Riccati pass's dense products (plain loops, no "
-            "BLAS).",
-        ]
-    return [
-        "- Why: forward-mode AD pushes 48 tangent directions (state and control; the 12 of the "
-        "previous control skip the dynamics) through the knot's contact step: the "
-        "dense rigid-body terms (their joint-angle Jacobian formed once by the floating-base "
-        "rule), the mass-matrix solves (differentiated by `dM X` products), the Delassus "
-        "products, the Gauss-Seidel sweeps (unrolled: the solvers differentiate the iterate they "
-        "simulate), the PD (the costs are differentiated apart, by the chain rule through the "
-        "forces and torques). Each direction costs about one batched forward step, and the time "
-        "follows the compiled program's operation count, not its arithmetic (BENCHMARKS.md, "
-        "\"Where one step's Jacobian goes\"). Crocoddyl evaluates hand-derived analytic "
-        "derivatives (Pinocchio's, about 15 us per ABA) of a rigid-contact KKT dynamics with no "
-        "iterative contact solve. An iteration is three jitted calls (all knots linearised with "
-        "`lax.map`, the Riccati recursion as a `lax.scan`, the line search's trials in one "
-        "`while_loop`); `other` is the Python around them and host transfers.",
-        "- Where to gain: fewer operations per tangent direction, i.e. analytic derivatives of "
-        "the dense rigid-body terms (`dS_d = S_k x S_d` and `dI = S_k x* I - I S_k x` over a "
-        "joint's subtree, and the RNEA bias term's own derivative) in place of `jacfwd` through "
-        "them, and products with `dJ` and `dM` formed from those Jacobians without the "
-        "tangents of `J` and `M` themselves (cutting `J`'s alone saves a quarter of a Go2 step's "
-        "Jacobian).",
-    ]
 
 
 def write_section(path: Path, text: str) -> None:

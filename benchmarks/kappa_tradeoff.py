@@ -222,10 +222,10 @@ def render(rows: list[Row], s: Settings) -> str:
     lines = [
         SECTION,
         "",
-        f"Command: `{s.command}`, run {datetime.date.today().isoformat()} on this machine (CPU, "
-        "float64). Box (1 kg, 8 corners), mu = 0.8, dt = 2 ms, bias = 8, margin = 2 cm; the "
-        "last row is `hard`. Columns are defined in `benchmarks/kappa_tradeoff.py`: fidelity = "
-        "differences from `hard` (stopping distance, resting height, push-problem final vx); "
+        f"Command: `{s.command}`, run {datetime.date.today().isoformat()} (CPU, float64). Box "
+        "(1 kg, 8 corners), mu = 0.8, dt = 2 ms, bias = 8, margin = 2 cm; last row `hard`. "
+        "Columns (defined in the script): fidelity = differences from `hard` (stopping "
+        "distance, resting height, push-problem final vx); "
         "gradient quality on the push problem of tests/contact/test_contact_gradients.py over "
         "vz0 in "
         f"[-0.2, -0.002] m/s ({s.grid} points) and Adam from {len(s.starts)} starts "

@@ -264,7 +264,7 @@ def main(argv=None) -> str:
         HEADING,
         "",
         "Written by `benchmarks/training_seeds.py` from one `bench_training.py` "
-        "run per method and seed; rerun it on the runs' folders to refresh this section.",
+        "run per method and seed.",
         "",
     ]
     if args.note:
