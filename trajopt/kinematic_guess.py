@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from scipy.linalg import lapack
 
 from contact.terrain import height as terrain_height
 
@@ -48,36 +49,32 @@ def configuration_steps(q: np.ndarray) -> np.ndarray:
 
 
 def pinocchio_feet(model):
-    """`(pin_model, data, foot_frame_ids)` of the robot's Pinocchio model (C++ kinematics)."""
+    """`(pin_model, data, foot_frame_ids)` of the robot's Pinocchio model (C++ kinematics).
+    The functions below take it as `pin_feet` to share one `data` (they overwrite it)."""
     from dynamics.robots import load_pinocchio
 
     pin_model = load_pinocchio(model.name).model
     return pin_model, pin_model.createData(), [pin_model.getFrameId(f) for f in model.foot_names]
 
 
-def _yaw_quaternion(yaw: float) -> np.ndarray:
-    """Quaternion `[x, y, z, w]` of a rotation by `yaw` about z."""
-    return np.array([0.0, 0.0, np.sin(0.5 * yaw), np.cos(0.5 * yaw)])
-
-
-def _rot_z(yaw: float) -> np.ndarray:
-    c, s = np.cos(yaw), np.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+def _yaw_quaternions(yaw: np.ndarray) -> np.ndarray:
+    """`(n, 4)` quaternions `[x, y, z, w]` of rotations by `yaw (n,)` about z."""
+    yaw = np.asarray(yaw, dtype=float)
+    zero = np.zeros_like(yaw)
+    return np.stack([zero, zero, np.sin(0.5 * yaw), np.cos(0.5 * yaw)], axis=-1)
 
 
 def base_path(reference: P.Reference, dt: float, xy0, yaw0: float):
     """`(xy (T+1, 2), yaw (T+1,))` integrating the base-frame velocity reference (explicit
-    Euler at the knots, as the velocity cost sees it)."""
+    Euler at the knots, as the velocity cost sees it):
+    `yaw[t] = yaw[t-1] + dt w_z[t-1]`, `xy[t] = xy[t-1] + dt R_z(yaw[t-1]) [v_x, v_y][t-1]`."""
     vel = np.asarray(reference.base_velocity)
-    n = vel.shape[0]
-    xy = np.zeros((n, 2))
-    yaw = np.zeros(n)
-    xy[0], yaw[0] = xy0, yaw0
-    for t in range(1, n):
-        c, s = np.cos(yaw[t - 1]), np.sin(yaw[t - 1])
-        vx, vy, wz = vel[t - 1]
-        xy[t] = xy[t - 1] + dt * np.array([c * vx - s * vy, s * vx + c * vy])
-        yaw[t] = yaw[t - 1] + dt * wz
+    # running sums (`cumsum` adds left to right, as the knot-by-knot recursion does)
+    yaw = np.cumsum(np.concatenate([[yaw0], dt * vel[:-1, 2]]))
+    c, s = np.cos(yaw[:-1]), np.sin(yaw[:-1])
+    vx, vy = vel[:-1, 0], vel[:-1, 1]
+    steps = dt * np.stack([c * vx - s * vy, s * vx + c * vy], axis=1)
+    xy = np.cumsum(np.concatenate([np.reshape(np.asarray(xy0, dtype=float), (1, 2)), steps]), 0)
     return xy, yaw
 
 
@@ -88,56 +85,101 @@ def stance_midpoints(stance: np.ndarray):
     Returns `(previous, next, blend)`, each `(T+1, nfeet)`: in stance `previous = next` = the
     current stance's middle and `blend = 0`; in swing `blend` in (0, 1) is the elapsed swing
     fraction. A stance cut by the horizon's ends is extended symmetrically (its middle is where
-    a full stance of the same foot's typical length would have it), and clamped to >= 0.
+    a full stance of the same foot's typical length (its longest uncut one, else its longest
+    one, else the horizon) would have it), and clamped to >= 0. A swing before a foot's first
+    stance starts from the middle 0; one after its last stance aims half a typical stance
+    beyond the horizon's last knot.
     """
-    n, nfeet = stance.shape
-    prev = np.zeros((n, nfeet))
-    nxt = np.zeros((n, nfeet))
-    blend = np.zeros((n, nfeet))
-    for i in range(nfeet):
-        s = stance[:, i] > 0.5
-        runs = []  # (start, end) inclusive stance runs
-        t = 0
-        while t < n:
-            if s[t]:
-                start = t
-                while t < n and s[t]:
-                    t += 1
-                runs.append([start, t - 1])
-            else:
-                t += 1
-        full = [e - b + 1 for b, e in runs if b > 0 and e < n - 1]
-        length = max(full) if full else (max((e - b + 1 for b, e in runs), default=n))
-        mids = []
-        for b, e in runs:
-            if b == 0 and e < n - 1:
-                b = e - length + 1  # a stance that began before the horizon
-            if e == n - 1 and b > 0:
-                e = b + length - 1  # a stance that ends after it
-            mids.append(max(0.5 * (b + e), 0.0))
-        for t in range(n):
-            if s[t]:
-                k = next(j for j, (b, e) in enumerate(runs) if b <= t <= e)
-                prev[t, i] = nxt[t, i] = mids[k]
-                continue
-            before = [j for j, (b, e) in enumerate(runs) if e < t]
-            after = [j for j, (b, e) in enumerate(runs) if b > t]
-            lift = runs[before[-1]][1] if before else -1
-            land = runs[after[0]][0] if after else n
-            prev[t, i] = mids[before[-1]] if before else 0.0
-            if after:
-                nxt[t, i] = mids[after[0]]
-            else:  # the horizon ends in swing: aim half a stance beyond the end
-                nxt[t, i] = (n - 1) + 0.5 * length
-            blend[t, i] = (t - lift) / (land - lift)
-    return prev, nxt, blend
+    down = np.asarray(stance) > 0.5
+    n, nfeet = down.shape
+    pad = np.zeros((1, nfeet), dtype=np.int8)
+    edges = np.diff(np.concatenate([pad, down.astype(np.int8), pad]), axis=0)  # (T+2, nfeet)
+    foot, start = np.nonzero(edges.T == 1)  # the stance runs, foot by foot, in time order
+    end = np.nonzero(edges.T == -1)[1] - 1  # their last knots (inclusive)
+    lengths = end - start + 1
+    inner = (start > 0) & (end < n - 1)
+    longest_inner = np.full(nfeet, -1)
+    np.maximum.at(longest_inner, foot[inner], lengths[inner])
+    longest = np.full(nfeet, -1)
+    np.maximum.at(longest, foot, lengths)
+    length = np.where(longest_inner > 0, longest_inner, np.where(longest > 0, longest, n))
+    typical = length[foot]
+    begin = np.where((start == 0) & (end < n - 1), end - typical + 1, start)
+    finish = np.where((end == n - 1) & (start > 0), start + typical - 1, end)
+    # per foot, column j: before the first stance (j = 0), stance j - 1, after the last one
+    count = np.bincount(foot, minlength=nfeet)
+    column = np.arange(foot.size) - (np.cumsum(count) - count)[foot] + 1
+    rows = np.arange(nfeet)
+    mids = np.zeros((nfeet, int(count.max(initial=0)) + 2))
+    mids[foot, column] = np.maximum(0.5 * (begin + finish), 0.0)
+    mids[rows, count + 1] = (n - 1) + 0.5 * length
+    lift = np.full(mids.shape, -1)  # the knot the swing after column j lifts off
+    lift[foot, column] = end
+    land = np.full(mids.shape, n)  # and lands
+    land[foot, column - 1] = start
+    # j = the number of stances begun by knot t: the current stance's column, or the next
+    # stance's column - 1 in swing
+    j = np.cumsum(edges[:n] == 1, axis=0)
+    feet = rows[None, :]
+    prev = mids[feet, j]
+    nxt = np.where(down, prev, mids[feet, j + 1])
+    knots = np.arange(n)[:, None]
+    fraction = (knots - lift[feet, j]) / (land[feet, j] - lift[feet, j])
+    return prev, nxt, np.where(down, 0.0, fraction)
 
 
-def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nominal_footholds(mid, foot, xy, yaw, offsets, velocity, dt: float) -> np.ndarray:
+    """`(K, 3)` world footholds (z = 0) of feet `foot (K,)` int for stance middles `mid (K,)`
+    (knot index, float): `p = [p_base(mid), 0] + R_z(yaw(mid)) n_i`, with the base path
+    `xy (T+1, 2)`, `yaw (T+1,)` interpolated linearly between knots, and extrapolated beyond the
+    last knot at the last commanded base-frame velocity `velocity = [v_x, v_y, w_z]`;
+    `offsets (nfeet, 3)` the standing offsets `n_i` (world axes at yaw 0, z = 0)."""
+    n = xy.shape[0]
+    mid = np.asarray(mid, dtype=float)
+    k = np.clip(mid, 0.0, n - 1)
+    lo = np.floor(k).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    a = k - lo
+    extra = np.maximum(mid - (n - 1), 0.0)  # knots beyond the horizon (0 within it)
+    c, s = np.cos(yaw[-1]), np.sin(yaw[-1])
+    drift = np.array([c * velocity[0] - s * velocity[1], s * velocity[0] + c * velocity[1]])
+    p_xy = (1 - a)[:, None] * xy[lo] + a[:, None] * xy[hi] + (extra * dt)[:, None] * drift
+    yw = (1 - a) * yaw[lo] + a * yaw[hi] + extra * dt * velocity[2]
+    c, s = np.cos(yw), np.sin(yw)
+    ox, oy = offsets[foot, 0], offsets[foot, 1]
+    return np.stack([p_xy[:, 0] + (c * ox - s * oy), p_xy[:, 1] + (s * ox + c * oy),
+                     np.zeros_like(yw)], axis=-1)  # fmt: skip
+
+
+def unique_footholds(prev: np.ndarray, nxt: np.ndarray):
+    """The distinct `(mid, foot)` pairs of the stance middles `prev, nxt (T+1, nfeet)`
+    (`stance_midpoints`; a stance's middle repeats at all its knots and in the neighbouring
+    swings): `(mid (K,), foot (K,), index (T+1, nfeet, 2))`, the pairs in the order of first use
+    (knot, foot, previous/next) and `index[t, i] = [j_prev, j_next]` into them."""
+    n, nfeet = prev.shape
+    mids = np.stack([prev, nxt], axis=-1).reshape(-1)
+    feet = np.broadcast_to(np.arange(nfeet)[None, :, None], (n, nfeet, 2)).reshape(-1)
+    order = np.lexsort((mids, feet))  # stable: a pair's first use leads its group
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (mids[order[1:]] != mids[order[:-1]]) | (feet[order[1:]] != feet[order[:-1]])
+    group = np.cumsum(new) - 1
+    first = order[new]  # each pair's first use, by (foot, mid)
+    rank = np.empty_like(first)
+    rank[np.argsort(first)] = np.arange(first.size)
+    index = np.empty(order.size, dtype=int)
+    index[order] = rank[group]
+    used = np.sort(first)
+    return mids[used], feet[used], index.reshape(n, nfeet, 2)
+
+
+def foot_targets(
+    problem: P.Problem, place=None, *, pin_feet=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`(base_q (T+1, 7), feet (T+1, nfeet, 3), xy/yaw)`: base poses and world foot-sphere centre
     targets of the kinematic guess (see the module docstring). `place(i, p (3,)) -> (3,)`, if
     given, moves foot i's nominal foothold `p` (world, z = 0) where it should stand (a stone, a
-    tread); the swing arcs then run between the placed footholds."""
+    tread); the swing arcs then run between the placed footholds. It is called once for each
+    distinct foothold (foot and stance), in the order the knots first use them."""
     import pinocchio as pin
 
     model = problem.model
@@ -155,10 +197,9 @@ def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray
     # call per point was about a third of the 0.6 s guess of a 100-knot trot (cProfile)
     base_q[:, 0:2] = xy
     base_q[:, 2] = np.asarray(terrain_height(terrain, xy[:, 0], xy[:, 1])) + heights
-    for t in range(n):
-        base_q[t, 3:7] = _yaw_quaternion(yaw[t])
+    base_q[:, 3:7] = _yaw_quaternions(yaw)
 
-    pin_model, data, foot_ids = pinocchio_feet(model)
+    pin_model, data, foot_ids = pin_feet or pinocchio_feet(model)
     q_stand = np.asarray(model.q_standing, dtype=float).copy()
     q_stand[3:7] = [0.0, 0.0, 0.0, 1.0]
     q_stand[0:2] = 0.0
@@ -170,94 +211,94 @@ def foot_targets(problem: P.Problem, place=None) -> tuple[np.ndarray, np.ndarray
     stance = np.asarray(ref.stance)
     swing = np.asarray(ref.swing_height)
     prev, nxt, blend = stance_midpoints(stance)
-
-    def foothold(mid: float, i: int) -> np.ndarray:
-        k = float(np.clip(mid, 0.0, n - 1))
-        lo = int(np.floor(k))
-        hi = min(lo + 1, n - 1)
-        a = k - lo
-        # beyond the horizon, extrapolate the base path at the commanded velocity
-        extra = max(mid - (n - 1), 0.0)
-        p_xy = (1 - a) * xy[lo] + a * xy[hi]
-        yw = (1 - a) * yaw[lo] + a * yaw[hi]
-        if extra > 0.0:
-            v = np.asarray(ref.base_velocity)[-1]
-            c, s = np.cos(yaw[-1]), np.sin(yaw[-1])
-            p_xy = p_xy + extra * dt * np.array([c * v[0] - s * v[1], s * v[0] + c * v[1]])
-            yw = yw + extra * dt * v[2]
-        p = np.array([p_xy[0], p_xy[1], 0.0]) + _rot_z(yw) @ offsets[i]
-        return p if place is None else np.asarray(place(i, p), dtype=float)
-
-    feet = np.zeros((n, len(foot_ids), 3))
-    for t in range(n):
-        for i in range(len(foot_ids)):
-            a = 0.5 - 0.5 * np.cos(np.pi * blend[t, i])
-            feet[t, i] = (1 - a) * foothold(prev[t, i], i) + a * foothold(nxt[t, i], i)
+    # each foothold once (a stance's middle repeats over its knots and the swings beside it)
+    mid, foot, index = unique_footholds(prev, nxt)
+    velocity = np.asarray(ref.base_velocity)[-1]
+    holds = nominal_footholds(mid, foot, xy, yaw, offsets, velocity, dt)
+    if place is not None:
+        holds = np.array([np.broadcast_to(np.asarray(place(int(i), p.copy()), dtype=float), 3)
+                          for i, p in zip(foot, holds, strict=True)]).reshape(-1, 3)  # fmt: skip
+    a = (0.5 - 0.5 * np.cos(np.pi * blend))[..., None]  # cosine blend of the swing
+    feet = (1 - a) * holds[index[..., 0]] + a * holds[index[..., 1]]
     ground = np.asarray(terrain_height(terrain, feet[..., 0], feet[..., 1]))
     feet[..., 2] = ground + radius[None, :] + swing
     return base_q, feet, (xy, yaw)
 
 
-def leg_inverse_kinematics(model, base_q: np.ndarray, feet: np.ndarray) -> np.ndarray:
+def _damped_step(jac: np.ndarray, err: np.ndarray, damping: np.ndarray) -> np.ndarray:
+    """`(J^T J + lambda I)^-1 J^T e`: the damped Gauss-Newton step of `jac (m, nu)`, `err (m,)`,
+    `damping = lambda I (nu, nu)` (LAPACK's LU solve, as `np.linalg.solve`)."""
+    _, _, step, info = lapack.dgesv(jac.T.dot(jac) + damping, jac.T.dot(err))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular IK system (LAPACK dgesv info {info})")
+    return step
+
+
+def leg_inverse_kinematics(model, base_q: np.ndarray, feet: np.ndarray, *, pin_feet=None):
     """Joint positions `(T+1, nu)` placing the foot frames at `feet (T+1, nfeet, 3)` (world)
-    with the base at `base_q (T+1, 7)`: damped Gauss-Newton on the joint coordinates, joint
-    limits enforced by clipping, warm-started from the previous knot."""
+    with the base at `base_q (T+1, 7)`: damped Gauss-Newton on the joint coordinates,
+    `dq = (J^T J + lambda I)^-1 J^T (p* - p(q))` with the stacked foot Jacobians `J (3 nfeet, nu)`
+    (`LOCAL_WORLD_ALIGNED`), joint limits enforced by clipping, until every foot coordinate is
+    within 1e-7 m of its target (at most `IK_ITERATIONS`), warm-started from the previous knot.
+    The legs are solved together (one system), so all of them take the same iterations."""
     import pinocchio as pin
 
-    pin_model, data, foot_ids = pinocchio_feet(model)
-    nqb = model.nq - model.nu
-    nvb = model.nv - model.nu
-    lo = np.asarray(model.lower_position_limit)[nqb:]
-    hi = np.asarray(model.upper_position_limit)[nqb:]
+    pin_model, data, foot_ids = pin_feet or pinocchio_feet(model)
+    nu = model.nu
+    nqb = model.nq - nu
+    nvb = model.nv - nu
+    lo = np.asarray(model.lower_position_limit, dtype=float)[nqb:]
+    hi = np.asarray(model.upper_position_limit, dtype=float)[nqb:]
+    damping = IK_DAMPING * np.eye(nu)
+    frame = pin.LOCAL_WORLD_ALIGNED
+    jacobians, placement = pin.computeJointJacobians, pin.updateFramePlacement
+    frame_jacobian = pin.getFrameJacobian
     q = np.asarray(model.q_standing, dtype=float).copy()
-    out = np.zeros((base_q.shape[0], model.nu))
+    joints = q[nqb:]  # a view: the IK's iterate
+    targets = np.asarray(feet, dtype=float).reshape(base_q.shape[0], -1)  # (T+1, 3 nfeet)
+    out = np.zeros((base_q.shape[0], nu))
     for t in range(base_q.shape[0]):
         q[:nqb] = base_q[t]
         for _ in range(IK_ITERATIONS):
-            pin.framesForwardKinematics(pin_model, data, q)
-            err = np.concatenate(
-                [feet[t, i] - data.oMf[f].translation for i, f in enumerate(foot_ids)]
+            # joint placements and Jacobians in one pass; the feet's placements from them
+            jacobians(pin_model, data, q)
+            err = targets[t] - np.concatenate(
+                [placement(pin_model, data, f).translation for f in foot_ids]
             )
-            if np.max(np.abs(err)) < 1e-7:
+            if max(map(abs, err.tolist())) < 1e-7:  # every coordinate within 1e-7 m
                 break
-            pin.computeJointJacobians(pin_model, data, q)
-            jac = np.vstack(
-                [
-                    pin.getFrameJacobian(pin_model, data, f, pin.LOCAL_WORLD_ALIGNED)[0:3, nvb:]
-                    for f in foot_ids
-                ]
-            )
-            step = np.linalg.solve(jac.T @ jac + IK_DAMPING * np.eye(model.nu), jac.T @ err)
-            q[nqb:] = np.clip(q[nqb:] + step, lo, hi)
-        out[t] = q[nqb:]
+            jac = np.array([frame_jacobian(pin_model, data, f, frame) for f in foot_ids])
+            step = _damped_step(jac[:, 0:3, nvb:].reshape(-1, nu), err, damping)
+            np.minimum(np.maximum(joints + step, lo), hi, out=joints)
+        out[t] = joints
     return out
 
 
-def holding_torques(model, q: np.ndarray, stance: np.ndarray) -> np.ndarray:
+def holding_torques(model, q: np.ndarray, stance: np.ndarray, *, pin_feet=None) -> np.ndarray:
     """Joint torques `(T+1, nu)` that hold the robot's weight in the configurations
     `q (T+1, nq)`, shared equally by the feet with `stance (T+1, nfeet)` = 1 (vertical forces):
     `tau = g_j(q) - sum_i J_i[:, j]^T f_i`. Zero gravity compensation of the legs in flight."""
     import pinocchio as pin
 
-    pin_model, data, foot_ids = pinocchio_feet(model)
+    pin_model, data, foot_ids = pin_feet or pinocchio_feet(model)
     nvb = model.nv - model.nu
     weight = model.total_mass * 9.81
-    out = np.zeros((q.shape[0], model.nu))
-    for t in range(q.shape[0]):
-        n_stance = float(np.sum(stance[t] > 0.5))
-        tau = pin.computeGeneralizedGravity(pin_model, data, q[t])[nvb:].copy()
-        if n_stance == 0:
-            out[t] = 0.0
-            continue
+    frame = pin.LOCAL_WORLD_ALIGNED
+    q = np.asarray(q, dtype=float)
+    down = np.asarray(stance) > 0.5
+    n_stance = down.sum(axis=1)
+    gravity = np.zeros((q.shape[0], model.nv))
+    z_rows = np.zeros((q.shape[0], len(foot_ids), model.nu))  # J_i^T [0, 0, 1]
+    for t in np.flatnonzero(n_stance):  # in flight: no gravity compensation, tau = 0
+        gravity[t] = pin.computeGeneralizedGravity(pin_model, data, q[t])
         pin.computeJointJacobians(pin_model, data, q[t])
-        pin.updateFramePlacements(pin_model, data)
-        force = np.array([0.0, 0.0, weight / n_stance])
-        for i, f in enumerate(foot_ids):
-            if stance[t, i] > 0.5:
-                jac = pin.getFrameJacobian(pin_model, data, f, pin.LOCAL_WORLD_ALIGNED)[0:3, nvb:]
-                tau -= jac.T @ force
-        out[t] = tau
-    return out
+        jac = np.array([pin.getFrameJacobian(pin_model, data, f, frame) for f in foot_ids])
+        z_rows[t] = jac[:, 2, nvb:]
+    force = weight / np.maximum(n_stance, 1)  # f_z of each stance foot
+    tau = gravity[:, nvb:]
+    for i in range(len(foot_ids)):  # foot by foot, the stance feet's J_i^T f_i
+        tau = tau - np.where(down[:, i, None], z_rows[:, i] * force[:, None], 0.0)
+    return tau
 
 
 def kinematic_guess(problem: P.Problem, place=None):
@@ -267,8 +308,9 @@ def kinematic_guess(problem: P.Problem, place=None):
     The first knot is the problem's initial state; `us[t]` is the control for knot t, targeting
     the joint positions of knot t+1 (PD) or holding it (torque)."""
     model = problem.model
-    base_q, feet, _ = foot_targets(problem, place)
-    q_joint = leg_inverse_kinematics(model, base_q, feet)
+    pin_feet = pinocchio_feet(model)  # one Pinocchio data for all the steps
+    base_q, feet, _ = foot_targets(problem, place, pin_feet=pin_feet)
+    q_joint = leg_inverse_kinematics(model, base_q, feet, pin_feet=pin_feet)
     q = np.concatenate([base_q, q_joint], axis=1)
     q[0] = np.asarray(problem.data.x0.q)
     dt = problem.dt_knot
@@ -276,7 +318,7 @@ def kinematic_guess(problem: P.Problem, place=None):
     v[1:] = configuration_steps(q) / dt
     v[0] = np.asarray(problem.data.x0.v)
     stance = np.asarray(problem.data.reference.stance)
-    tau = holding_torques(model, q, stance)
+    tau = holding_torques(model, q, stance, pin_feet=pin_feet)
     if problem.control == "pd":
         kp = float(np.asarray(problem.data.gains)[0])
         us = q_joint[1:] + tau[1:] / kp
