@@ -241,23 +241,22 @@ def knot_forward_function(problem: P.Problem, m, plane, params: dict,
     substeps' mean, world, `[f_0, f_1, ...]`), `taus (nu,)` (per joint the substep of largest
     magnitude, the first on ties, as `jnp.argmax`).
 
-    The knot is a graph of calls: the control law, the substeps (`forward_function`) and the
-    defect step. With the problem's `contact_tolerance` the substeps are
-    `converged_substep_function`'s (`impulse_solve` needed) and the graph MX; without, all
-    SX (the calls inline)."""
+    The knot is an MX graph of calls: the control law, the substeps (`forward_function`; with
+    the problem's `contact_tolerance`, `converged_substep_function`'s, `impulse_solve` needed)
+    and the defect step. The substep's code is generated once and called `substeps` times, so
+    the knot's C does not grow with the substeps."""
     substep = forward_function(problem, m, plane, params, impulse_solve)
-    graph = ca.SX if problem.contact_tolerance is None else ca.MX
-    return knot_forward_around(problem, m, substep, graph)
+    return knot_forward_around(problem, m, substep)
 
 
 KNOT_FORWARD_INPUTS = ["x_hat", "x_t", "u_t", "k_t", "K_t", "f_next", "alpha"]
 KNOT_FORWARD_OUTPUTS = ["next", "u", "reached", "forces", "taus"]
 
 
-def knot_forward_around(problem: P.Problem, m, substep: ca.Function, graph) -> ca.Function:
+def knot_forward_around(problem: P.Problem, m, substep: ca.Function) -> ca.Function:
     """`knot_forward_function` around the substep function `substep` (`forward_function`'s
     signature): the control law, the peak torque and the defect step are SX functions, called
-    with the symbols of `graph` (`ca.MX`, or `ca.SX` where `substep` is SX: the calls inline)."""
+    with MX symbols (calls, not inlined copies)."""
     nq, nv, nu = m.nq, m.nv, m.nu
     nxq, nx = nq + nv + nu, 2 * nv + nu
     sx = {"x_hat": ca.SX.sym("x_hat", nxq), "x_t": ca.SX.sym("x_t", nxq),
@@ -282,10 +281,10 @@ def knot_forward_around(problem: P.Problem, m, substep: ca.Function, graph) -> c
         "knot_defect_step", [q, v, u, sx["f_next"], sx["alpha"]],
         [ca.vertcat(integrate(m, q, step[:nv]), v + step[nv : 2 * nv], u + step[2 * nv :])],
     )  # fmt: skip
-    outer = {"x_hat": graph.sym("x_hat", nxq), "x_t": graph.sym("x_t", nxq),
-          "u_t": graph.sym("u_t", nu), "k_t": graph.sym("k_t", nu),
-          "K_t": graph.sym("K_t", nu, nx), "f_next": graph.sym("f_next", nx),
-          "alpha": graph.sym("alpha")}  # fmt: skip
+    outer = {"x_hat": ca.MX.sym("x_hat", nxq), "x_t": ca.MX.sym("x_t", nxq),
+             "u_t": ca.MX.sym("u_t", nu), "k_t": ca.MX.sym("k_t", nu),
+             "K_t": ca.MX.sym("K_t", nu, nx), "f_next": ca.MX.sym("f_next", nx),
+             "alpha": ca.MX.sym("alpha")}  # fmt: skip
     inputs = [outer[n] for n in KNOT_FORWARD_INPUTS]
     u_mx = control_law(*inputs)
     q_mx, v_mx = outer["x_hat"][:nq], outer["x_hat"][nq : nq + nv]
