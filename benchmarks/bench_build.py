@@ -28,12 +28,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 HEADING = "## Generated C build"
-MACHINE_FLAGS = ("-march=native", "-shared", "-fPIC")
-SETTINGS = (  # (label, optimisation level, one translation unit); the first is the peer
-    ("one unit, -O2", "-O2", True),
-    ("parallel units, -O0", "-O0", False),
-    ("parallel units, -O1", "-O1", False),
-    ("parallel units, -O2", "-O2", False),
+SETTINGS = (  # (label, optimisation flags, one translation unit); the first is the peer
+    ("one unit, -O2", ("-O2",), True),
+    ("parallel units, -O0", ("-O0",), False),
+    ("parallel units, -O1", ("-O1",), False),
+    ("parallel units, -O2", ("-O2",), False),
+    ("parallel units, -O2 -fno-gcse", ("-O2", "-fno-gcse"), False),
 )
 
 
@@ -43,8 +43,8 @@ def measure(robot: str, setting, iterations: int) -> dict:
     from trajopt.gaits import make_problem
     from trajopt.solver import solve
 
-    label, level, one_unit = setting
-    flags = (level, *MACHINE_FLAGS)
+    label, optimisation, one_unit = setting
+    flags = (*optimisation, *generated_code.MACHINE_FLAGS)
     with tempfile.TemporaryDirectory(prefix="diffloco-bench-build-") as cache:
         os.environ["DIFFLOCO_CACHE_DIR"] = cache
         generated_code.unload_all()

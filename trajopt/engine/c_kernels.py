@@ -21,7 +21,7 @@ import numpy as np
 from . import generated_code
 
 # -O3: gcc vectorises the kernels' row updates only from -O3 (about three times faster)
-FLAGS = ("-O3",) + tuple(f for f in generated_code.COMPILER_FLAGS if f != "-O2")
+FLAGS = ("-O3", *generated_code.MACHINE_FLAGS)
 DOUBLES = np.ctypeslib.ndpointer(dtype=np.float64, flags="C_CONTIGUOUS")
 INTS = np.ctypeslib.ndpointer(dtype=np.int32, flags="C_CONTIGUOUS")
 

@@ -40,10 +40,13 @@ from .program_cache import source_hash
 
 # -march=native: the derivative code runs much faster with it (`benchmarks/bench_derivatives.py`);
 # the library's key includes the CPU, so a shared cache folder never hands it to another processor.
-# -O2, not -O1: -O1 built Go2's library in 13 s against 19 s, and its FDDP iteration ran 9 %
-# slower; a build is paid once per robot and cached, an MPC cycle every 20 ms
-# (`benchmarks/bench_build.py`, BENCHMARKS.md "Generated C build")
-COMPILER_FLAGS = ("-O2", "-march=native", "-shared", "-fPIC")
+MACHINE_FLAGS = ("-march=native", "-shared", "-fPIC")
+# -O2, not -O1: -O1 builds faster and its FDDP iteration runs slower; a build is paid once per
+# robot and cached, an MPC cycle every 20 ms. -fno-gcse: the code's common subexpressions are
+# merged before it is written (`shared_subexpressions`), and gcc's global CSE pass then costs
+# the largest unit a fifth of its compile for no run time (`benchmarks/bench_build.py`,
+# BENCHMARKS.md "Generated C build")
+COMPILER_FLAGS = ("-O2", "-fno-gcse", *MACHINE_FLAGS)
 _LOCK = threading.Lock()
 
 
