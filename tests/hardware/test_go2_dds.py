@@ -219,8 +219,12 @@ def test_every_field_round_trips_over_dds(model, joint_map, domain):
     q[3:7] = [0.05, -0.1, 0.2, 0.97] / np.linalg.norm([0.05, -0.1, 0.2, 0.97])
     q[7:] = joint_map.q_default + 0.02 * np.arange(12)
     expected = MuJoCoRobot(model, q0=q).read()
+    # one command, written once: the stale-command and stale-state watchdogs (tested on their
+    # own below) would damp it if a loaded machine took BACKEND's 0.3 s between the write and
+    # the close, and the motors would then last take the damping command instead
+    patient = dict(BACKEND, command_timeout=10.0, state_timeout=10.0)
     with simulated_go2(domain, "--freeze", "--q0", json.dumps(q.tolist())) as proc:
-        robot = Go2Robot(joint_map, domain=domain, **BACKEND)
+        robot = Go2Robot(joint_map, domain=domain, **patient)
         try:
             m = robot.read()
             command = JointCommand(
