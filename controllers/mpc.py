@@ -199,7 +199,8 @@ class MPC:
             in each cycle (`trajopt.engine.jax_knots.JaxKnots.linearize_in_two_threads`; needs a
             second core).
         problem_options: passed to `trajopt.gaits.make_problem` (contact, weights, params,
-            period: the gait period [s], default the gait's on the robot, `gait_period`).
+            period: the gait period [s], default the gait's on the robot, `gait_period`;
+            lead_in [periods], default the gait's on the robot; both kept by every cycle).
     """
 
     def __init__(
@@ -223,6 +224,7 @@ class MPC:
             raise ValueError("iterations and warmup_iterations must be >= 1")
         period = problem_options.get("period")
         self.period = None if period is None else check_gait_period(period, "period")
+        self.lead_in = problem_options.get("lead_in")  # None: the gait's on the robot
         if isinstance(robot, P.Problem):
             given = {"horizon": horizon, "dt": dt, "substeps": substeps, **problem_options}
             given = sorted(k for k, v in given.items() if v is not None)
@@ -348,7 +350,8 @@ class MPC:
             ref = pr.data.reference
         else:
             ref = gait_reference(self.model, self.gait, 0.0, pr.horizon, self.dt, start_time=t,
-                                 period=self.gait_period, host=True)  # fmt: skip
+                                 period=self.gait_period, lead_in=self.lead_in,
+                                 host=True)  # fmt: skip
         if self.command is not None:
             ref = dataclasses.replace(
                 ref, base_velocity=np.tile(np.asarray(self.command, float), (pr.horizon + 1, 1))

@@ -116,3 +116,21 @@ def test_the_mpc_walks_a_robot_without_a_record_on_mujoco(robot):
     assert z.min() > FALL_FRACTION * h
     assert min(tilt_cos) > np.cos(MAX_TILT)
     assert abs(speed - COMMAND) <= SPEED_TOLERANCE * COMMAND
+
+
+@pytest.mark.slow
+def test_every_cycle_keeps_the_lead_in_the_mpc_was_given():
+    """ANYmal C's record starts its trot on four feet for 0.1 period; an MPC built with
+    `lead_in=0` plans its first cycle with a diagonal pair already swinging at t = 0, as its
+    problem does."""
+    from controllers.mpc import MPC
+    from dynamics.configuration import State
+
+    mpc = MPC("anymal_c", horizon=0.2, lead_in=0.0, warmup_iterations=1)
+    q0 = np.asarray(mpc.model.q_standing)
+    mpc.reset(State(q0, np.zeros(mpc.model.nv)))
+    stance = np.asarray(mpc.plan.meta["reference"]["stance"])
+    assert np.sum(stance[0] < 0.5) == 2
+    default = MPC("anymal_c", horizon=0.2, warmup_iterations=1)
+    default.reset(State(q0, np.zeros(default.model.nv)))
+    assert np.all(np.asarray(default.plan.meta["reference"]["stance"])[0] > 0.5)
