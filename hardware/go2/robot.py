@@ -142,6 +142,7 @@ class Go2Robot:
         self.sport: tuple | None = None  # (receive time, position, velocity in base frame)
         self.truth: tuple | None = None  # the same of the ground-truth topic
         self.buttons = 0
+        self.remote: bytes | None = None  # the newest LowState's 40-byte `wireless_remote`
         self.sequence = 0
         self.state_trips: list = []  # times the stale-state watchdog fired
         names = ("states", "sport_states", "ground_truths", "nonfinite", "sent", "estops")
@@ -201,6 +202,7 @@ class Go2Robot:
                 logger.error("remote e-stop buttons 0x%04x pressed", buttons)
             self.driver.estop(now)
         self.buttons = buttons
+        self.remote = bytes(msg.wireless_remote)
         self.sequence += 1
         stamp = self._stamp(msg, now)
         m = measurement_from_lowstate(
@@ -292,6 +294,12 @@ class Go2Robot:
     def write(self, command: JointCommand) -> None:
         with self.lock:
             self.driver.submit(command, self.now())
+
+    def wireless_remote(self) -> bytes | None:
+        """The newest LowState's 40-byte `wireless_remote` (buttons and sticks,
+        `conversions`), or None before the first LowState."""
+        with self.lock:
+            return self.remote
 
     def now(self) -> float:
         return time.perf_counter()
