@@ -8,7 +8,7 @@ CPython's cyclic collector runs a generation-2 pass over every tracked object on
 objects have survived younger passes. With JAX, Pinocchio and MuJoCo imported that heap holds
 millions of objects, and one such pass stops every thread of the process for tens of
 milliseconds: a 500 Hz command loop misses dozens of ticks, the state stream shows a gap, and
-the estimator (`hardware.estimator`, `max_dt`) or the watchdogs rightly fault. `gc.freeze()`
+the estimator (`hardware.estimator`, its gap bound) or the watchdogs rightly fault. `gc.freeze()`
 moves every object alive at the start into a permanent generation that no pass scans, so the
 loop's passes walk only what the loop itself allocated. Reference counting frees everything
 else as usual; cycles made inside the loop are still collected.

@@ -4,7 +4,10 @@
     m = robot.read()        # m.base_linear_velocity, m.base_position: the estimate (or None)
 
 `read()` runs `hardware.estimator.StateEstimator.update` once on each new inner sample (by
-`sequence`) and returns the inner measurement with
+`sequence`): on every sample that arrived since the last read, oldest first, where the inner
+robot queues them (`take_samples()`, e.g. `hardware.go2.robot.Go2Robot`; a read delayed by a
+busy computer then costs no samples, and the filter integrates over the robot's own
+intervals), else on the newest. It returns the newest inner measurement with
 
     base_linear_velocity = estimate (base frame),  base_position = estimate (world),
     base_state_source = "estimator"
@@ -77,6 +80,7 @@ class EstimatedRobot(RobotWrapper):
         self.history: collections.deque = collections.deque(maxlen=int(history_length))
         self._sequence: int | None = None
         self._out: Measurement | None = None
+        self._backlog: list = []
 
     @property
     def estimator_fault(self) -> str | None:
@@ -92,7 +96,7 @@ class EstimatedRobot(RobotWrapper):
     def reset(self) -> None:
         """Reset the estimator (it starts again once the feet are down)."""
         self.estimator.reset()
-        self._sequence, self._out = None, None
+        self._sequence, self._out, self._backlog = None, None, []
 
     def read(self) -> Measurement | None:
         m = self.robot.read()
@@ -100,6 +104,8 @@ class EstimatedRobot(RobotWrapper):
             return None
         if self._out is not None and m.sequence == self._sequence:
             return self._out
+        for earlier in self._queued_before(m):
+            self.estimator.update(earlier)
         self._sequence = m.sequence
         estimate = self.estimator.update(m)
         has_truth = (
@@ -129,6 +135,19 @@ class EstimatedRobot(RobotWrapper):
                 base_linear_velocity=None, base_position=None, base_state_source=None
             )
         return self._out
+
+    def _queued_before(self, m: Measurement) -> list:
+        """The inner robot's queued samples older than `m` and newer than the last one read
+        (those newer than `m`, arrived since its read, wait for the next call). Only a robot
+        whose own class queues samples: a wrapper that changes `read` (noise, latency) does not
+        pass its inner robot's queue through."""
+        if getattr(type(self.robot), "take_samples", None) is None:
+            return []
+        self._backlog.extend(self.robot.take_samples())
+        last = -1 if self._sequence is None else self._sequence
+        earlier = [s for s in self._backlog if last < s.sequence < m.sequence]
+        self._backlog = [s for s in self._backlog if s.sequence > m.sequence]
+        return earlier
 
     def history_arrays(self) -> dict:
         """`history` as arrays: `t (n,)`, `true_velocity`, `true_position`, `velocity`,

@@ -12,7 +12,9 @@ comes from the IMU; position and velocity are then linear). State, all in the WO
 p the base origin [m], v its velocity [m/s], c_i the contact point of foot i (the bottom of
 its sphere, `foot_radius` below the foot frame) [m].
 
-Prediction, at every IMU sample (`dt` from the timestamps, nominally 2 ms):
+Prediction, at every IMU sample (`dt` from the timestamps: the robot's own interval, nominally
+2 ms, where the backend stamps samples by the robot's clock, as `hardware.go2.robot` does; a
+late or bunched delivery then changes nothing):
 
     a = R f + g                  f the accelerometer's specific force (base frame), R base to
                                  world (the IMU quaternion), g = (0, 0, -9.81) [m/s^2]
@@ -53,8 +55,20 @@ p = (0, 0, height from kinematics), v = 0. Faults, latched until `reset()`, give
 `Estimate.fault` and no estimate: a NaN/inf in the inputs or in the filter state; all joint
 positions bit-identical for `frozen_encoder_samples` samples while the robot is ACTIVE, a
 foot is loaded and the IMU's readings change (a frozen encoder bus); a gap between samples
-longer than `max_dt` once started (before, it only restarts the `startup_time` wait); the
+longer than the gap bound once started (before, it only restarts the `startup_time` wait); the
 NIS above its chi-square gate for `divergence_updates` consecutive updates.
+
+The gap bound (`EstimatorConfig.gap_bound`). Across a gap the prediction holds the last
+accelerometer sample; a walking base's acceleration stays within about g of any earlier
+sample (vertical: stance pushes between 0 and 2 g; horizontal: friction, mu <= 1), so after
+`dt` the predicted velocity may be off by up to `g dt`. Once that exceeds the leg-velocity
+measurement's standard deviation `sqrt(foot_velocity_var)`, the correction can no longer
+tell a wrong prediction from a slipping foot, and the filter's velocity is a guess:
+
+    gap_bound = sqrt(foot_velocity_var) / g        (0.032 s with the defaults: 16 samples)
+
+With samples stamped by the robot's clock a gap means samples lost (the link, the robot),
+not a busy computer: a reader queue that outlasts the process's stalls loses none.
 """
 
 from __future__ import annotations
@@ -96,7 +110,8 @@ class EstimatorConfig:
     startup_time [s]: all four feet in contact this long before the filter starts.
     frozen_encoder_samples: that many consecutive bit-identical joint position vectors
         (robot ACTIVE, a foot in contact, IMU readings changing) is a fault.
-    max_dt [s]: a larger gap between samples is a fault once the filter has started.
+    max_dt [s] or None: a larger gap between samples is a fault once the filter has started;
+        None: `gap_bound`, derived in the module docstring.
     nis_gate_probability: the NIS gate is the chi-square quantile of this probability with
         `NY` degrees of freedom; divergence_updates consecutive NIS above it is a fault.
     kinematics: the `hardware.leg_kinematics` backend.
@@ -117,7 +132,7 @@ class EstimatorConfig:
     contact_rearm: float = 0.05
     startup_time: float = 0.1
     frozen_encoder_samples: int = 50
-    max_dt: float = 0.05
+    max_dt: float | None = None
     nis_gate_probability: float = 0.9999
     divergence_updates: int = 25
     kinematics: str = DEFAULT_BACKEND
@@ -136,6 +151,15 @@ class EstimatorConfig:
         for name in ("frozen_encoder_samples", "divergence_updates"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_dt is not None and not self.max_dt > 0.0:
+            raise ValueError(f"max_dt must be > 0 [s] or None, got {self.max_dt!r}")
+
+    @property
+    def gap_bound(self) -> float:
+        """[s] the longest gap between samples that is not a fault (module docstring)."""
+        if self.max_dt is not None:
+            return float(self.max_dt)
+        return float(np.sqrt(self.foot_velocity_var) / GRAVITY)
 
 
 @dataclass(frozen=True, eq=False)
@@ -379,12 +403,12 @@ class StateEstimator:
                                  f"{cfg.frozen_encoder_samples} samples")  # fmt: skip
         dt = None if self.last_timestamp is None else t - self.last_timestamp
         self.last_timestamp = t
-        if dt is not None and dt > cfg.max_dt and not self.initialised:
+        if dt is not None and dt > cfg.gap_bound and not self.initialised:
             self.all_down_since = None  # nothing to integrate yet: wait `startup_time` again
             return self._not_started(t, weights)
-        if dt is not None and dt > cfg.max_dt:
+        if dt is not None and dt > cfg.gap_bound:
             return self._fail(t, f"gap of {dt * 1e3:.1f} ms between samples "
-                                 f"(max_dt {cfg.max_dt * 1e3:.1f} ms)")  # fmt: skip
+                                 f"(bound {cfg.gap_bound * 1e3:.1f} ms)")  # fmt: skip
         rotation = rotation_from_quat(m.base_quat)
         p_foot, jac = self.kinematics(np.asarray(m.joint_q, dtype=float))
         rel, v_leg = leg_measurements(rotation, np.asarray(m.base_angular_velocity, float),

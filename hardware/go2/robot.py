@@ -7,7 +7,9 @@ The same class drives the real robot (DDS domain 0, the wired network card), Uni
 `unitree_mujoco` (domain 1, `lo`) and our simulated Go2 (`python -m hardware.go2.sim`,
 any domain, `lo`). Message types: `messages`; slot order and field mapping: `conversions`.
 
-State (`rt/lowstate`, 500 Hz) -> `Measurement` (conventions of `hardware.interface`; fields as
+State (`rt/lowstate`, 500 Hz; the reader keeps the newest `STATE_QUEUE` samples, so a
+process that stalls that long loses none: `take_samples()` hands every one to a filter, e.g.
+`EstimatedRobot`) -> `Measurement` (conventions of `hardware.interface`; fields as
 in `conversions`):
     base_position, base_linear_velocity  <- `rt/sportmodestate` position, R^T velocity (world to
         base), when one arrived within `state_timeout` (`base_state_source` "sport_state");
@@ -20,8 +22,9 @@ in `conversions`):
         (`hardware.estimator`).
     foot_force [N], motor_temperature [deg C]  <- LowState_ foot_force, motor temperatures
         (`conversions`).
-    timestamp: this computer's `time.perf_counter()` when the sample arrived (`now()` is the
-        same clock; the robot's `tick` [ms] is not synchronised with it).
+    timestamp: when the robot took the sample, on this computer's `time.perf_counter()` (the
+        clock of `now()`): the LowState's `tick` [ms] mapped by a `TickClock`, so consecutive
+        samples are the robot's interval apart however late or bunched they arrive.
     robot_mode: this backend's drivers' mode (below).
 
 Commands. `write(JointCommand)` goes to a `MotorDriver` (the same validation, arming, watchdog
@@ -50,6 +53,7 @@ only: a controller slower than real time (the MPC here) then runs over the same 
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -81,11 +85,13 @@ from .dds import (
     take,
 )
 from .motion_switcher import release_sport_mode_or_none
+from .tick_clock import TickClock
 
 logger = logging.getLogger(__name__)
 
 COMMAND_RATE = 500.0  # [Hz] LowCmd rate of the SDK's examples and unitree_mujoco
 DEFAULT_ESTOP = Buttons.L2 | Buttons.B
+STATE_QUEUE = 128  # LowStates kept by the reader and for `take_samples`: 0.256 s at 500 Hz
 
 
 # --------------------------------------------------------------------------- the robot
@@ -138,6 +144,8 @@ class Go2Robot:
         )
         self.lock = threading.Lock()
         self.latest: Measurement | None = None
+        self.samples: collections.deque = collections.deque(maxlen=STATE_QUEUE)
+        self.tick_clock = TickClock()
         self.last_state_time = -np.inf
         self.sport: tuple | None = None  # (receive time, position, velocity in base frame)
         self.truth: tuple | None = None  # the same of the ground-truth topic
@@ -150,7 +158,9 @@ class Go2Robot:
         self.timing = TimingStats(self.period)
         self.domain, self.participant = open_domain(domain, interface)
         self.cmd_writer = make_writer(self.participant, TOPIC_LOWCMD, msgs.LowCmd_)
-        self.state_reader = make_reader(self.participant, TOPIC_LOWSTATE, msgs.LowState_)
+        self.state_reader = make_reader(
+            self.participant, TOPIC_LOWSTATE, msgs.LowState_, depth=STATE_QUEUE
+        )
         self.sport_reader = None
         if sport_state:
             self.sport_reader = make_reader(
@@ -174,7 +184,10 @@ class Go2Robot:
     threaded = True  # a writer thread repeats the command at `command_rate`
 
     def _stamp(self, msg, now: float) -> float:
-        """The timestamp of a LowState or SportModeState taken at local time `now`."""
+        """The timestamp of a LowState (its tick on this computer's clock) or a SportModeState
+        (its arrival) that arrived at local time `now`."""
+        if isinstance(msg, msgs.LowState_):
+            return self.tick_clock(msg.tick, now)
         return now
 
     # ------------------------------------------------------------- incoming (polled)
@@ -190,11 +203,11 @@ class Go2Robot:
             if truth:
                 self.counters["ground_truths"] += len(truth)
                 self.truth = (self._stamp(truth[-1], now), *base_from_sport_state(truth[-1]))
-        states = take(self.state_reader, msgs.LowState_)
-        if not states:
-            return
-        msg = states[-1]
-        self.counters["states"] += len(states)
+        for msg in take(self.state_reader, msgs.LowState_, STATE_QUEUE):  # oldest first
+            self.counters["states"] += 1
+            self._receive_state(msg, now)
+
+    def _receive_state(self, msg, now: float) -> None:
         buttons = remote_buttons(msg.wireless_remote)
         if self.estop_buttons and buttons & self.estop_buttons == self.estop_buttons:
             if self.driver.mode is not RobotMode.ESTOP:
@@ -212,6 +225,7 @@ class Go2Robot:
             self.counters["nonfinite"] += 1
             return
         self.latest = m
+        self.samples.append(m)
         self.last_state_time = now
 
     def wait_for_state(self, timeout: float) -> Measurement:
@@ -294,6 +308,15 @@ class Go2Robot:
     def write(self, command: JointCommand) -> None:
         with self.lock:
             self.driver.submit(command, self.now())
+
+    def take_samples(self) -> list:
+        """Every valid `Measurement` that arrived since the last call, oldest first (at most
+        `STATE_QUEUE`; the newest is what `read` returns, less its base state)."""
+        with self.lock:
+            self._poll(time.perf_counter())
+            out = list(self.samples)
+            self.samples.clear()
+        return out
 
     def wireless_remote(self) -> bytes | None:
         """The newest LowState's 40-byte `wireless_remote` (buttons and sticks,
