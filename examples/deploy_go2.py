@@ -5,6 +5,12 @@ the hardware interface, a state estimator and the safety layer, in real time, an
     python examples/deploy_go2.py --controller policy --velocity 0.5    # the shipped policy
     python examples/deploy_go2.py --controller mpc --velocity 0.5       # the real-time MPC
     python examples/deploy_go2.py --controller mpc --lockstep --seconds 5   # ... in robot time
+    # steered by the remote's sticks, here the simulated remote's (T D LX RX RY LY: from T s
+    # after the first command for D s): forward, then sideways to the right, then released
+    python examples/deploy_go2.py --controller policy --seconds 15 --steer remote \
+        --sim-sticks 5 4 0 0 0 0.6 --sim-sticks 9 4 0.8 0 0 0
+    # steered by ROS 2 (any node publishing geometry_msgs/Twist on /cmd_vel in the domain)
+    python examples/deploy_go2.py --controller policy --seconds 60 --steer cmd_vel
     python examples/view.py --log runs/deploy_go2_mpc_<time>            # look at the run
 
     # unitree_mujoco (its simulate/config.yaml: domain 1, interface lo), started beforehand:
@@ -38,6 +44,16 @@ command `--velocity` after `WALK_AFTER` s); `--controller stand` only stands up 
   plan; the first plan is solved before the robot starts. With `--lockstep` instead the plain
   MPC (3 iterations per 20 ms cycle) runs in robot time (`LockstepGo2Robot`: the simulated Go2
   simulates only when told, a `Step_` message of ours after each command tick).
+Steering (`--steer`, `hardware.steering`): `fixed` (default) commands `--velocity` forward;
+`remote` the remote's sticks (left stick up: forward, right: move right; right stick right:
+turn clockwise; a 10 % deadband; full deflection the command box's end); `cmd_vel` ROS 2
+`geometry_msgs/Twist` on `--cmd-vel-topic` (DDS topic `rt/cmd_vel`, on `--domain` over
+`--interface`: no ROS needed here; a Twist older than 0.5 s: stand). The command box is the
+policy's training ranges (its policy.json's "command_ranges", by default vx +-1 m/s,
+vy +-0.5 m/s, yaw rate +-1 rad/s), for the MPC and the stand
+`learning.go2_deployment.DEFAULT_COMMAND_BOX`; the command is acceleration-limited and zero
+until `WALK_AFTER` s into the controller phase. `--sim-sticks T D LX RX RY LY` (repeatable)
+holds the simulated Go2's sticks (`hardware.go2.sim --sticks`, T from its first command).
 The shipped policy reads only the IMU and the joints. A policy that observes the base velocity,
 and the MPC (which needs the base position too), take them from the state
 estimator (`hardware.estimated_robot.EstimatedRobot`; `--estimator on`, the default when the
@@ -82,6 +98,14 @@ def main(argv=None):
     parser.add_argument("--policy", default=SHIPPED_POLICY, help="exported policy folder")
     parser.add_argument("--seconds", type=float, default=10.0, help="the controller phase [s]")
     parser.add_argument("--velocity", type=float, default=0.5, help="forward command [m/s]")
+    parser.add_argument("--steer", default="fixed", choices=("fixed", "remote", "cmd_vel"),
+                        help="the velocity command: --velocity, the remote's sticks or "
+                             "ROS 2 cmd_vel")  # fmt: skip
+    parser.add_argument("--cmd-vel-topic", default="cmd_vel", help="ROS 2 topic (--steer cmd_vel)")
+    parser.add_argument("--sim-sticks", nargs=6, type=float, action="append", default=[],
+                        metavar=("T", "D", "LX", "RX", "RY", "LY"),
+                        help="simulated remote: hold the sticks from T s (after the first "
+                             "command) for D s; repeatable")  # fmt: skip
     parser.add_argument("--domain", type=int, default=1, help="DDS domain (robot: 0)")
     parser.add_argument("--interface", default="lo", help="network interface ('' = any)")
     parser.add_argument("--no-sim", action="store_true", help="do not start the simulated Go2")
@@ -126,6 +150,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.controller == "policy" and (args.policy is None or not os.path.isdir(args.policy)):
         parser.error("--controller policy needs --policy FOLDER (an exported policy)")
+    if args.sim_sticks and args.no_sim:
+        parser.error("--sim-sticks holds the simulated Go2's sticks: not with --no-sim")
     solver_core = {"auto": "auto", "none": None}.get(args.solver_core, args.solver_core)
     if isinstance(solver_core, str) and solver_core != "auto":
         try:
@@ -149,6 +175,7 @@ def main(argv=None):
         args.policy, args.velocity, args.command_rate, args.stand_up, args.release_sport_mode,
         args.lockstep, args.state_timeout, args.estimator, mpc=mpc, log_folder=args.log,
         log_dir=args.log_dir, auto_start=args.auto_start, command_line=command_line,
+        steer=args.steer, sim_sticks=args.sim_sticks, cmd_vel_topic=args.cmd_vel_topic,
     )  # fmt: skip
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
@@ -174,6 +201,8 @@ def main(argv=None):
           f"{summary['min_base_height_m']:.4f} settled {summary['settled_base_height_m']:.4f} m, "
           f"average speed {summary['average_speed_m_per_s']:.3f} m/s, "
           f"safety mode {summary['safety_mode']}")  # fmt: skip
+    steering = summary["steering"]
+    print(f"steering: {steering['mode']}, box {steering['box']}, counters {steering['counters']}")
     if summary["ground_truth"] is not None:
         g = summary["ground_truth"]
         print(

@@ -14,15 +14,22 @@ belly, `LYING`, for the stand), the backend (`hardware.go2.robot.Go2Robot`, or
 `LockstepGo2Robot` in robot time), the state estimator in place of the backend's base state
 when asked or when no sport state arrives (`make_estimated_robot`), and the start-up sequence
 (`learning.deployment.startup`) handing over to the controller `SETTLE_AFTER_STAND_UP` s after
-the stand-up; the velocity command (forward, [m/s]) from `WALK_AFTER` s into the controller
-phase; the safety layer at `command_rate`.
+the stand-up; the velocity command from `WALK_AFTER` s into the controller phase (zero
+before), by `steer` (`hardware.steering.make_steering`): "fixed", `velocity` forward [m/s];
+"remote", the remote's sticks (`StickSteering` on `Go2Robot.wireless_remote`; in simulation
+`sim_sticks` holds them, `hardware.go2.sim --sticks`); "cmd_vel", ROS 2 Twists on
+`cmd_vel_topic` (`hardware.ros2_types.CmdVelReader` on the robot's DDS participant); the sticks
+and cmd_vel mapped onto the controller's command box (`command_box`) under the acceleration
+limits of `learning.deployment.tour_ramp`; the safety layer at `command_rate`.
 
 The deployment log (`hardware.deployment_log`; by default dated under `log_dir`,
 `default_log_folder`), written while the run goes on: per command tick the measurement, the
-command sent, the start-up phase, the estimator's output (`estimator_probe`) and, in
-simulation, the true base state (`truth_probe`: position (3,) world frame [m], linear velocity
-(3,) base frame [m/s]). The summary: the loop's (`loop_summary`) and the true base height and
-forward speed of the controller phase from the log (`ground_truth_summary`).
+command sent, the start-up phase, the velocity command (`steering_command`: vx, vy [m/s],
+yaw rate [rad/s]), the estimator's output (`estimator_probe`) and, in simulation, the true
+base state (`truth_probe`: position (3,) world frame [m], linear velocity (3,) base frame
+[m/s]). The summary: the steering's mode, box and counters (`steering`), the loop's
+(`loop_summary`) and the true base height and forward speed of the controller phase from the
+log (`ground_truth_summary`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from hardware.estimated_robot import EstimatedRobot
 from hardware.estimator import EstimatorConfig, StateEstimator
 from hardware.interface import JointMap, VelocityCommand
 from hardware.safety import SafetyConfig, SafetyLayer
+from hardware.steering import CommandBox, GatedSource, make_steering
 
 from .deployment import (
     COMMAND_RATE,
@@ -50,12 +58,16 @@ from .deployment import (
     load_runtime,
     policy_controller,
     startup,
+    tour_ramp,
 )
-from .policy_export import load_numpy_policy, policy_inputs
+from .policy_export import command_ranges, load_numpy_policy, policy_inputs
 
 LYING = (0.0, 1.36, -2.65)  # [rad] hip, thigh, calf of each Go2 leg, lying on the belly
 WALK_AFTER = 1.0  # [s] zero velocity command after the controller starts, before `velocity`
 SETTLE_AFTER_STAND_UP = 1.0  # [s] holding the standing pose after the stand-up
+# the command box of the controllers without training ranges (the MPC trot, walked at 0.5 m/s
+# forward in the tests, its sideways and turning limits a cautious guess; the stand ignores it)
+DEFAULT_COMMAND_BOX = {"vx": (-0.5, 0.5), "vy": (-0.3, 0.3), "yaw_rate": (-0.5, 0.5)}
 
 
 def lying_configuration(model) -> np.ndarray:
@@ -93,6 +105,14 @@ def controller_inputs(kind: str, policy=None) -> tuple:
     if kind == "mpc":
         return ESTIMATED_INPUTS
     return ()
+
+
+def command_box(kind: str, policy=None) -> CommandBox:
+    """The velocity commands controller `kind` accepts: an exported policy's (folder `policy`)
+    training ranges (`policy_export.command_ranges`), else `DEFAULT_COMMAND_BOX`."""
+    if kind == "policy":
+        return CommandBox.from_ranges(command_ranges(load_numpy_policy(policy).config))
+    return CommandBox.from_ranges(DEFAULT_COMMAND_BOX)
 
 
 def make_controller(kind: str, joint_map: JointMap, policy=None, stand_up=1.5, lockstep=False,
@@ -202,7 +222,8 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
             velocity=0.5, command_rate=COMMAND_RATE, stand_up=1.5, release_sport_mode=False,
             lockstep=False, state_timeout=0.1, estimator="auto", estimator_settings=None,
             mpc: MPCOptions | None = None, log_folder=None, log_dir="runs",
-            command_line=None, auto_start=None):  # fmt: skip
+            command_line=None, auto_start=None, steer="fixed", sim_sticks=(),
+            cmd_vel_topic="cmd_vel"):  # fmt: skip
     """One deployment on a Go2 over its DDS protocol (`examples/deploy_go2.py`'s docstring);
     returns `(summary, control_loop.LoopResult)`.
 
@@ -214,7 +235,10 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
     measurement -> damping; estimator: "on", "off" or "auto" (on when no sport state
     arrives), with `EstimatorConfig(**estimator_settings)`; log_folder (None: dated under
     `log_dir`): the deployment log, written while it runs; auto_start: the start-up requests
-    from software as well as from the remote (default: in simulation only)."""
+    from software as well as from the remote (default: in simulation only); steer: "fixed",
+    "remote" or "cmd_vel" (the module docstring); sim_sticks: `(T, D, lx, rx, ry, ly)` holds of
+    the simulated remote's sticks, T [s] from the first command the simulated Go2 accepted
+    (about the loop's start; `hardware.go2.sim --sticks`); cmd_vel_topic: the ROS 2 topic."""
     from controllers.mpc_process import pin_beside_the_solver
 
     auto_start = sim if auto_start is None else bool(auto_start)
@@ -230,6 +254,7 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
             stand_up, release_sport_mode, lockstep, state_timeout, estimator,
             dict(estimator_settings or {}), mpc, solver_core, realtime_mpc,
             log_folder or default_log_folder(log_dir, controller), command_line, auto_start,
+            steer, [tuple(h) for h in sim_sticks], cmd_vel_topic,
         )  # fmt: skip
     finally:  # a caller in this process (a test) gets its cores back
         if original is not None:
@@ -239,7 +264,7 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
 def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, command_rate,
              stand_up, release_sport_mode, lockstep, state_timeout, estimator,
              estimator_settings, mpc, solver_core, realtime_mpc, log_folder, command_line,
-             auto_start):  # fmt: skip
+             auto_start, steer, sim_sticks, cmd_vel_topic):  # fmt: skip
     from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
     from hardware.go2 import conversions
     from hardware.go2.robot import Go2Robot, LockstepGo2Robot
@@ -250,6 +275,11 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
         raise ValueError("--lockstep needs the simulated Go2 (no --no-sim)")
     if estimator not in ("on", "off", "auto"):
         raise ValueError(f"estimator must be 'on', 'off' or 'auto', got {estimator!r}")
+    if sim_sticks and not sim:
+        raise ValueError("sim_sticks holds the simulated Go2's sticks: it needs sim=True")
+    box = command_box(controller, policy)
+    fixed_velocity = (velocity if controller != "stand" else 0.0) if steer == "fixed" else None
+    accel, yaw_accel = tour_ramp(box.ranges())
     ctrl, safety_changes, control_dt = make_controller(controller, joint_map, policy, stand_up,
                                                        lockstep, mpc, solver_core)  # fmt: skip
     config = SafetyConfig(**{"soft_start_duration": 0.5, **safety_changes})
@@ -258,6 +288,10 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
     control_dt = max(command_dt, round(control_dt / command_dt) * command_dt)
     walk = controller != "stand"
     extra = ["--ground-truth-topic", conversions.TOPIC_GROUND_TRUTH] if sim else []
+    for hold in sim_sticks:
+        extra += ["--sticks", *(str(float(v)) for v in hold)]
+    if sim_sticks:  # T from the first LowCmd, about the loop's start
+        extra.append("--press-after-command")
     sim_final = None
     duration = stand_up + SETTLE_AFTER_STAND_UP + seconds if walk else seconds
     lifetime = duration + 180 if not lockstep else 3600
@@ -288,7 +322,18 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
             required_inputs=controller_inputs(controller, policy),
             buttons=lambda: go2.buttons, backend=type(go2).__name__,
         )  # fmt: skip
-        probes = {"startup": lambda: {"phase": started.sequence.phase.value}}
+        source = make_steering(steer, box, fixed=VelocityCommand(velocity),
+                               remote=go2.wireless_remote, participant=go2.participant,
+                               topic=cmd_vel_topic, accel=accel, yaw_accel=yaw_accel)  # fmt: skip
+        if hasattr(source, "close"):
+            stack.callback(source.close)  # the cmd_vel reader, before the robot's participant
+        steering = GatedSource(source, lambda t: started.walking(t, WALK_AFTER))
+        steering_header = {"mode": steer, "box": box.ranges(), "accel_m_per_s2": accel,
+                           "yaw_accel_rad_per_s2": yaw_accel,
+                           "cmd_vel_topic": cmd_vel_topic if steer == "cmd_vel" else None,
+                           "sim_sticks": [list(h) for h in sim_sticks]}  # fmt: skip
+        probes = {"startup": lambda: {"phase": started.sequence.phase.value},
+                  "steering": lambda: {"command": steering.command.as_array()}}  # fmt: skip
         truth_source = conversions.TOPIC_GROUND_TRUTH if truth_topic else None
         if truth_topic:
             probes["truth"] = truth_probe(go2)
@@ -300,7 +345,8 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
             "estimator": {"on": use_estimator, "requested": estimator,
                           "settings": estimator_settings},
             "simulated": sim, "lockstep": lockstep, "domain": domain, "interface": interface,
-            "velocity_command_m_per_s": velocity if walk else 0.0, "walk_after_s": WALK_AFTER,
+            "velocity_command_m_per_s": fixed_velocity, "walk_after_s": WALK_AFTER,
+            "steering": steering_header,
             "stand_up_s": stand_up, "auto_start": auto_start, "control_dt": control_dt,
             "command_dt": command_dt,
             "mpc": dataclasses.asdict(mpc) if controller == "mpc" else None,
@@ -314,8 +360,7 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
         result = control_loop.run(
             recorder, started, safety, duration=duration, control_dt=control_dt,
             command_dt=command_dt, start_timeout=5.0, on_tick=started.on_tick,
-            command_source=lambda t: VelocityCommand(velocity if started.walking(t, WALK_AFTER)
-                                                     else 0.0),
+            command_source=steering,
         )  # fmt: skip
         mpc_summary = ctrl.summary() if realtime_mpc else None
         backend = go2.status()
@@ -334,7 +379,8 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
             "startup": [(round(tr.t, 3), tr.source.value, tr.target.value, tr.reason, tr.accepted)
                         for tr in started.sequence.transitions],
             "controller_started_s": began,
-            "velocity_command_m_per_s": velocity if walk else 0.0,
+            "velocity_command_m_per_s": fixed_velocity,
+            "steering": {**steering_header, "counters": steering.counters},
             "average_speed_m_per_s": float("nan") if began is None else
             control_loop.average_speed(result.log, after=began + WALK_AFTER + 1.0),
             "backend": backend, "lowcmd_writer_timing": writer, "simulated_go2": sim_final,

@@ -114,6 +114,17 @@ def remote_buttons(wireless_remote) -> int:
     return b[2] | (b[3] << 8)
 
 
+def remote_sticks(wireless_remote) -> tuple[float, float, float, float]:
+    """The sticks `(lx, rx, ry, ly)` (float32 at bytes 4, 8, 12, 20, little-endian) of a 40-byte
+    `wireless_remote`, as Unitree's remote reports them: nominally in [-1, 1], right and up
+    positive; returned as they are (NaN, inf and values beyond 1 included). Raises ValueError
+    for a `wireless_remote` that is not 40 bytes."""
+    b = bytes(wireless_remote)
+    if len(b) != 40:
+        raise ValueError(f"wireless_remote must be 40 bytes, got {len(b)}")
+    return tuple(float(np.frombuffer(b, "<f4", 1, offset)[0]) for offset in (4, 8, 12, 20))
+
+
 def remote_bytes(buttons: int = 0, lx=0.0, rx=0.0, ry=0.0, ly=0.0) -> list:
     """A 40-byte `wireless_remote`: buttons at bytes 2-3, sticks lx, rx, ry, ly as float32 at
     bytes 4, 8, 12, 20."""

@@ -27,7 +27,7 @@ What LowState_ carries, like a Go2's:
         (`conversions.FOOT_FORCE_NEWTONS_PER_COUNT`);
     tick [ms]: running from the start (robot time; in lockstep the time of the Step_);
     power_v, power_a, bms_state.soc: `Battery`;
-    wireless_remote: the buttons of `--press`.
+    wireless_remote: the buttons of `--press`, the sticks of `--sticks`.
 
 Sport service. A Go2 starts with its sport service running, which publishes its state estimate
 on `rt/sportmodestate` and drives the motors; `--sport-mode` models it: the true base state as
@@ -51,6 +51,10 @@ LowCmd. In `--sport-mode` (above) the sport service
 `stand_down`; the robot stays as it is) and nothing after the release. `--press T D BITS`
 holds remote buttons (`wireless_remote` bytes 2-3) down from sim time T for D seconds (with
 `--press-after-command`, T counts from the first accepted LowCmd, status `first_command_at`).
+`--sticks T D LX RX RY LY` (repeatable) holds the remote's sticks at those values
+(`wireless_remote` float32 at bytes 4, 8, 12, 20: right and up positive, nominally in [-1, 1])
+from T for D seconds, T counted as `--press`'s, with the buttons `--press` holds; where holds
+overlap the last one given wins, and outside them the sticks read zero (released).
 
 Prints one JSON line `{"ready": true, ...}` on stdout once it publishes, and a last line
 `{"final_status": ...}` (counters, watchdog trips, the last applied command by joint and by SDK
@@ -236,7 +240,7 @@ class Go2Sim:
     def __init__(
         self, robot, participant, *, freeze=False, press=None, sport_mode=False, lockstep=False,
         ground_truth_topic=None, noise: SensorNoise | None = None, noise_seed: int = 0,
-        press_after_command=False,
+        press_after_command=False, sticks=(),
     ):  # fmt: skip
         self.robot = robot
         self.drivers = robot.driver
@@ -253,6 +257,9 @@ class Go2Sim:
                 participant, ground_truth_topic, msgs.SportModeState_
             )
         self.press = press  # (start [s], duration [s], buttons) in sim time
+        self.sticks = [tuple(float(v) for v in hold) for hold in sticks]  # (T, D, lx, rx, ry, ly)
+        if any(len(hold) != 6 for hold in self.sticks):
+            raise ValueError(f"sticks must be (T, D, lx, rx, ry, ly) holds, got {sticks!r}")
         self.drivers.sport_mode = sport_mode
         self.state_writer = dds.make_writer(participant, dds.TOPIC_LOWSTATE, msgs.LowState_)
         self.sport_writer = dds.make_writer(participant, dds.TOPIC_SPORTSTATE, msgs.SportModeState_)
@@ -328,16 +335,29 @@ class Go2Sim:
         self.rpc_log.append(("sport", api, code))
 
     # ------------------------------------------------------------- outgoing
+    def remote_time(self) -> float | None:
+        """The time [s] `--press` and `--sticks` count in: sim time, or with
+        `--press-after-command` since the first accepted LowCmd (None before it)."""
+        if not self.press_after_command:
+            return self.robot.now()
+        if self.first_command_at is None:
+            return None
+        return self.robot.now() - self.first_command_at
+
     def buttons(self) -> int:
-        if self.press is None:
+        since = self.remote_time()
+        if self.press is None or since is None:
             return 0
         start, duration, bits = self.press
-        since = self.robot.now()
-        if self.press_after_command:
-            if self.first_command_at is None:
-                return 0
-            since -= self.first_command_at
         return int(bits) if start <= since < start + duration else 0
+
+    def stick_values(self) -> tuple | None:
+        """`(lx, rx, ry, ly)` of the `--sticks` hold in force (the last given), or None."""
+        since = self.remote_time()
+        if since is None:
+            return None
+        holds = [h for h in self.sticks if h[0] <= since < h[0] + h[1]]
+        return holds[-1][2:] if holds else None
 
     def clock(self) -> float:
         """The robot clock [s] of LowState_ `tick`: the physics time, or with `--freeze` the
@@ -360,6 +380,10 @@ class Go2Sim:
             sensed, self.perm, round(1e3 * self.clock()), buttons, self._state,
             power=self.battery.report(),
         )  # fmt: skip
+        sticks = self.stick_values() if self.sticks else None
+        if sticks is not None:  # the sticks too, and the CRC again
+            self._state.wireless_remote = conversions.remote_bytes(buttons, *sticks)
+            crc.set_crc(self._state)
         self.state_writer.write(self._state)
         if self.drivers.sport_mode:  # the sport service runs until released
             self.sport_writer.write(conversions.sport_state_from_measurement(m, now, self._sport))
@@ -520,10 +544,18 @@ def main(argv=None) -> dict:
     parser.add_argument("--lockstep", action="store_true", help="simulate on Step_ messages")
     parser.add_argument("--press", nargs=3, type=float, default=None, metavar=("T", "D", "BITS"))
     parser.add_argument("--press-after-command", action="store_true",
-                        help="--press T counts from the first accepted LowCmd")  # fmt: skip
+                        help="--press, --sticks: T from the first accepted LowCmd")  # fmt: skip
+    parser.add_argument("--sticks", nargs=6, type=float, action="append", default=[],
+                        metavar=("T", "D", "LX", "RX", "RY", "LY"),
+                        help="hold the remote's sticks from T for D s (repeatable)")  # fmt: skip
     parser.add_argument("--max-lifetime", type=float, default=600.0, help="[s]")
-    parser.add_argument("--ground-truth-topic", nargs="?", const=conversions.TOPIC_GROUND_TRUTH,
-                        default=None, help="publish the true base state there (tests, logs)")
+    parser.add_argument(
+        "--ground-truth-topic",
+        nargs="?",
+        const=conversions.TOPIC_GROUND_TRUTH,
+        default=None,
+        help="publish the true base state there (tests, logs)",
+    )
     parser.add_argument("--imu-noise", action="store_true", help="a Go2-like IMU's noise")
     parser.add_argument("--noise-seed", type=int, default=0, help="seed of the IMU noise")
     args = parser.parse_args(argv)
@@ -535,7 +567,7 @@ def main(argv=None) -> dict:
     sim = Go2Sim(robot, participant, freeze=args.freeze, press=args.press,
                  sport_mode=args.sport_mode, lockstep=args.lockstep,
                  ground_truth_topic=args.ground_truth_topic, noise_seed=args.noise_seed,
-                 press_after_command=args.press_after_command,
+                 press_after_command=args.press_after_command, sticks=args.sticks,
                  noise=imu_noise() if args.imu_noise else None)  # fmt: skip
 
     def stop(*_):
