@@ -40,8 +40,15 @@ velocity limits.
 
 Overruns are cycles whose solve took longer than one knot (`mpc.dt`, the 50 Hz budget). The
 plan age is the wall time from the measurement a plan was solved from to its commit (queueing
-plus solving). A bug in the solver thread (any exception other than a failed solve, which the
-MPC's own fallbacks handle) stops the thread and makes every later call raise: the control loop
+plus solving). A slow computer degrades the MPC, it does not stop it: the calls keep serving the
+newest plan at their own time, the "auto" lookahead stretches to the measured plan age, and
+`summary` reports both, with the age of the plan each call used (`call_plan_age_*`: the call's
+time less the plan's start, from the first cycle after `reset` on). A call past the end of the
+newest plan's horizon (a solver stalled for a whole horizon) gets the standing targets, four
+feet down, not the last knot's swing pose; those calls are counted (`expired_calls`).
+
+A bug in the solver thread (any exception other than a failed solve, which the MPC's own
+fallbacks handle) stops the thread and makes every later call raise: the control loop
 logs it and the safety layer damps the robot after its command timeout.
 """
 
@@ -111,6 +118,8 @@ class RealTimeMPC:
         self.command: VelocityCommand | None = None
         self.error: str | None = None
         self.plan_ages: list = []
+        self.call_plan_ages: list = []  # [s] per call: its time less the served plan's start
+        self.expired_calls = 0
         self.calls = 0
         self._newest = None  # (State, t, perf_counter at the call)
         self._warmup_cycles = 0
@@ -144,6 +153,7 @@ class RealTimeMPC:
         self.close()
         state = measured_state(measurement)
         self.command, self.error, self.plan_ages, self.calls = None, None, [], 0
+        self.call_plan_ages, self.expired_calls = [], 0
         self.lookaheads = []
         self._newest = None
         if self.solver is not None:  # the process starts from its own prepared plan
@@ -188,12 +198,26 @@ class RealTimeMPC:
                 self.mpc.set_command(command.vx, command.vy, command.yaw_rate)
                 self.command = command
             self._newest = (state, float(t), time.perf_counter())
-            q_target = self.mpc.targets_at(t, state if self.feedback else None)
+            q_target = self._targets(float(t), state)
             self.calls += 1
         return JointCommand.create(
             np.asarray(q_target, dtype=float), self.kp, self.kd, nu=self.joint_map.nu,
             timestamp=measurement.timestamp,
         )  # fmt: skip
+
+    def _targets(self, t: float, state: State) -> np.ndarray:
+        """The newest plan's targets at `t` (its feedback on `state` if used), or the standing
+        targets past the end of its horizon (module docstring); with `self.lock`."""
+        plan = self.mpc.plan
+        if plan is None or self.mpc.mode == "stand" or not self.plan_ages:
+            # before the first cycle since `reset` commits, the reset's plan has no loop time
+            return self.mpc.targets_at(t, state if self.feedback else None)
+        age = t - self.mpc.plan_time
+        self.call_plan_ages.append(age)
+        if age >= plan.horizon * self.mpc.dt:
+            self.expired_calls += 1
+            return np.asarray(self.mpc.stand_targets, dtype=float).copy()
+        return self.mpc.targets_at(t, state if self.feedback else None)
 
     def close(self) -> None:
         """Stop the solver thread (waits for the cycle in progress); a solver process keeps
@@ -264,7 +288,10 @@ class RealTimeMPC:
         median seconds of a cycle's linearisation, backward pass, line search and the rest,
         `controllers.mpc.cycle_timing`) plus:
         `overruns` (cycles longer than `mpc.dt`), `plan_age_median_s`, `plan_age_p99_s`,
-        `calls` and the solver thread's `error` (None if it ran cleanly)."""
+        `plan_age_max_s`, the age of the plan each call served (`call_plan_age_median_s`,
+        `_p99_s`, `_max_s`), `expired_calls` (standing targets: past the plan's horizon),
+        `calls`, the `lookahead_median_s` and `_max_s`, and the solver thread's `error` (None
+        if it ran cleanly)."""
         cycles = self.mpc.stats.cycles[self._warmup_cycles :]
         out = MPCStats(list(cycles)).summary()
         walls = np.array([c.wall_time for c in cycles])
@@ -272,9 +299,17 @@ class RealTimeMPC:
         ages = np.array(self.plan_ages)
         out["plan_age_median_s"] = float(np.median(ages)) if len(ages) else float("nan")
         out["plan_age_p99_s"] = float(np.percentile(ages, 99)) if len(ages) else float("nan")
+        out["plan_age_max_s"] = float(np.max(ages)) if len(ages) else float("nan")
+        served = np.array(self.call_plan_ages)
+        for name, value in (("median", 50), ("p99", 99), ("max", 100)):
+            out[f"call_plan_age_{name}_s"] = (
+                float(np.percentile(served, value)) if len(served) else float("nan")
+            )
+        out["expired_calls"] = self.expired_calls
         out["calls"] = self.calls
         looks = np.array(self.lookaheads)
         out["lookahead_median_s"] = float(np.median(looks)) if len(looks) else float("nan")
+        out["lookahead_max_s"] = float(np.max(looks)) if len(looks) else float("nan")
         out["error"] = self.error
         return out
 

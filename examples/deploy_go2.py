@@ -22,9 +22,14 @@ the hardware interface, a state estimator and the safety layer, in real time, an
 
 Without `--no-sim` the example starts the simulated Go2 (`python -m hardware.go2.sim`: MuJoCo
 behind the same topics, with its true base state on a topic of ours for the log,
-`--ground-truth-topic`) on `--domain` over loopback, and stops it at the end. The backend
-(`hardware.go2.robot`) sends LowCmd at 500 Hz from its own thread; the safety layer runs at
-`--command-rate`, the controller at its own rate in a thread of its own.
+`--ground-truth-topic`) on `--domain` over loopback, and stops it at the end. The high-rate
+path (`learning.go2_command_path`: the DDS link, whose backend `hardware.go2.robot` sends
+LowCmd at 500 Hz from its own thread; the estimator; the safety layer at `--command-rate`;
+the log) runs in a process of its own (`--command-path process`, the default in real time,
+`hardware.command_process`), the controller in this one at its own rate, the two handing
+state and commands through shared memory; `--command-path thread` runs both here (the
+controller in a thread). `--load N` starts N busy processes beside the run
+(`hardware.busy_load`): a stand-in for the robot's slower or busier computer.
 
 The start-up sequence (`hardware.startup.StartupSequence`, in `learning.deployment.startup`)
 wraps the controller: PASSIVE (damping) -> STAND_UP (from the measured pose to standing in
@@ -82,6 +87,7 @@ import sys
 import numpy as np
 
 from hardware import control_loop
+from hardware.busy_load import busy_load
 from hardware.timing import format_summary
 from learning.go2_deployment import MPCOptions, run_go2
 
@@ -147,7 +153,14 @@ def main(argv=None):
     parser.add_argument("--log-dir", default="runs", help="deployment logs go under it")
     parser.add_argument("--log", default=None, help="this run's log folder (default: dated)")
     parser.add_argument("--out", default="results")
+    parser.add_argument("--command-path", default="auto", choices=("auto", "process", "thread"),
+                        help="the high-rate path in its own process or in this one "
+                             "(auto: process in real time, thread in lockstep)")  # fmt: skip
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy processes beside the run: a slower or busier computer")
     args = parser.parse_args(argv)
+    if args.load < 0:
+        parser.error(f"--load must be a count of busy processes >= 0, got {args.load}")
     if args.controller == "policy" and (args.policy is None or not os.path.isdir(args.policy)):
         parser.error("--controller policy needs --policy FOLDER (an exported policy)")
     if args.sim_sticks and args.no_sim:
@@ -170,15 +183,34 @@ def main(argv=None):
                      derivatives=args.derivatives, solver=args.solver,
                      solver_core=solver_core)  # fmt: skip
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    summary, result = run(
+    with busy_load(args.load):
+        summary, result = _run(args, mpc, command_line)
+    report(summary)
+    control_loop.save_run(args.out, f"deploy_go2_{args.controller}", result.log, summary)
+    return summary
+
+
+def _run(args, mpc, command_line):
+    return run(
         args.controller, args.seconds, args.domain, args.interface, not args.no_sim,
         args.policy, args.velocity, args.command_rate, args.stand_up, args.release_sport_mode,
         args.lockstep, args.state_timeout, args.estimator, mpc=mpc, log_folder=args.log,
         log_dir=args.log_dir, auto_start=args.auto_start, command_line=command_line,
         steer=args.steer, sim_sticks=args.sim_sticks, cmd_vel_topic=args.cmd_vel_topic,
+        command_path=None if args.command_path == "auto" else args.command_path,
     )  # fmt: skip
+
+
+def report(summary: dict) -> None:
+    """Print what a run measured: the loops' timing, the MPC's cycles, the safety events,
+    the backend's counters, the base state and the steering."""
     print(format_summary("command loop", summary["timing"]["command"]))
-    print(format_summary("controller", summary["timing"]["controller"]))
+    apart = summary["controller_process"]
+    if apart is not None:
+        print(format_summary("controller (its own process)", apart["timing"]))
+        print(f"controller calls {apart['calls']}, errors {apart['errors']}")
+    else:
+        print(format_summary("controller", summary["timing"]["controller"]))
     print(format_summary("LowCmd writer", summary["lowcmd_writer_timing"]))
     m = summary["mpc"]
     if m is not None:
@@ -209,8 +241,6 @@ def main(argv=None):
             f"ground truth: base height min {g['min_base_height_m']:.4f} m, average speed "
             f"{g['average_speed_m_per_s']:.3f} m/s"
         )
-    control_loop.save_run(args.out, f"deploy_go2_{args.controller}", result.log, summary)
-    return summary
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     path = CommandPathProcess(serve, nu=12, kwargs={...})   # serve(link, **kwargs) -> dict
     path.start()
-    run_controller(path.link, controller, command_source, control_dt=0.02,
+    run_controller(path.link, controller, control_dt=0.02,
                    running=path.is_alive)                  # the policy or MPC, here
     summary = path.join()                                  # what `serve` returned
 
@@ -11,9 +11,10 @@ controller (a policy, an MPC and its JAX dispatch) share one lock, so every long
 call or collection pass is a late tick, a stale command and a gap in the estimator's input.
 Here the high-rate process runs `hardware.control_loop.run` with a `SharedCommandController`
 in place of the controller: each of its calls (at the command rate) publishes the newest
-accepted measurement to shared memory (`hardware.shared_state`) and returns the controller's
-newest command, once, if there is one. The controller's process (`run_controller`) reads that
-state at its own rate and writes its commands back. Neither waits for the other; a controller
+accepted measurement and the operator's velocity command to shared memory
+(`hardware.shared_state`) and returns the controller's newest command, once, if there is
+one. The controller's process (`run_controller`) reads that state at its own rate and
+writes its commands back. Neither waits for the other; a controller
 that hangs or raises leaves the high-rate process running its safety layer, which holds the
 last command and damps the robot after its command timeout, at the full rate.
 
@@ -44,18 +45,15 @@ class SharedCommandController:
     """The high-rate side's stand-in for a controller in another process (module docstring).
 
     reset_timeout: [s] the longest the controller's `reset` may take (a JAX compile).
-    remote: optional `() -> bytes | None`: the robot's remote bytes, published with the state.
     """
 
-    def __init__(self, link: SharedLink, *, reset_timeout: float = 300.0,
-                 remote: Callable[[], bytes | None] | None = None):  # fmt: skip
+    def __init__(self, link: SharedLink, *, reset_timeout: float = 300.0):
         self.link = link
         self.reset_timeout = float(reset_timeout)
-        self.remote = remote
         self.taken = 0  # commands taken so far (`link.commands_sent` at the last take)
 
     def reset(self, measurement: Measurement) -> None:
-        self.link.publish_state(measurement, 0.0, self._remote())
+        self.link.publish_state(measurement, 0.0)
         self.link.bump("reset_request")
         want = self.link.count("reset_request")
         deadline = time.perf_counter() + self.reset_timeout
@@ -71,32 +69,27 @@ class SharedCommandController:
         self.taken = self.link.commands_sent
 
     def __call__(self, measurement: Measurement, t: float, command: VelocityCommand):
-        self.link.publish_state(measurement, t, self._remote())
+        self.link.publish_state(measurement, t, command)
         sent = self.link.commands_sent
         if sent == self.taken:
             return None
         self.taken = sent
         return self.link.command()
 
-    def _remote(self) -> bytes | None:
-        return None if self.remote is None else self.remote()
-
 
 def run_controller(
     link: SharedLink,
     controller,
-    command_source: Callable[[float, bytes], VelocityCommand] | None = None,
     *,
     control_dt: float,
     running: Callable[[], bool],
     on_error: Callable[[str], None] | None = None,
 ) -> dict:
-    """Run `controller` at `control_dt` [s] on the newest shared state until `running()` is
-    False or the link's `stop` is set; answer the high-rate side's reset requests.
-
-    command_source: `(t, remote bytes) -> VelocityCommand` (default: stand still).
-    Returns `{"timing": TimingStats.summary(), "calls", "errors", "resets"}`. A controller
-    exception is logged, counted and `on_error(text)`'d; no command goes out for that call.
+    """Run `controller` at `control_dt` [s] on the newest shared state (measurement, loop
+    time, velocity command) until `running()` is False or the link's `stop` is set; answer the
+    high-rate side's reset requests. Returns `{"timing": TimingStats.summary(), "calls",
+    "errors", "resets"}`. A controller exception is logged, counted and `on_error(text)`'d;
+    no command goes out for that call.
     """
     if not control_dt > 0:
         raise ValueError(f"control_dt must be > 0 [s], got {control_dt!r}")
@@ -119,10 +112,9 @@ def run_controller(
         start = time.perf_counter()
         state = link.state()
         if state is not None and resets and state[0].sequence != last_state:
-            m, t, remote = state
+            m, t, velocity = state
             last_state = m.sequence
             try:
-                velocity = command_source(t, remote) if command_source else VelocityCommand()
                 out = controller(m, t, velocity)
             except Exception as exc:  # the high-rate side's safety layer times the command out
                 errors += 1
@@ -145,17 +137,19 @@ def run_controller(
 
 
 def _serve(serve, names: dict, nu: int, kwargs: dict, conn) -> None:
-    """The high-rate process's entry point: `serve(link, **kwargs)`, its result (or the error)
-    sent back through `conn`, the link's `stop` set at the end either way."""
+    """The high-rate process's entry point: `serve(link, **kwargs)`; the link's `stop` set,
+    then its result (or the error) sent back through `conn`."""
     link = SharedLink.attach(names, nu)
     try:
-        conn.send(("ok", serve(link, **kwargs)))
+        result = ("ok", serve(link, **kwargs))
     except BaseException as exc:  # reported to the parent, which raises it
         logger.exception("high-rate process failed")
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        link.bump("stop")
-        link.close()
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    # stop first: the parent reads the result once its controller loop has ended, and a
+    # large result blocks `send` until it does
+    link.bump("stop")
+    link.close()
+    conn.send(result)
 
 
 class CommandPathProcess:

@@ -222,6 +222,18 @@ def _atomic_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def rewrite_summary(folder: str, summary: dict) -> None:
+    """Replace the summary of the closed, complete log in `folder` (a run whose logging
+    process finished before the caller knew everything its summary holds)."""
+    path = os.path.join(folder, HEADER)
+    with open(path) as f:
+        meta = json.load(f)
+    if not meta.get("complete"):
+        raise ValueError(f"{folder}: the log is not complete; close it before its summary")
+    meta["summary"] = summary
+    _atomic_json(path, meta)
+
+
 class DeploymentLog:
     """A deployment log read back: `header` (the caller's), `meta` (all of `log.json`),
     `arrays` `{column: (ticks, *shape)}` with string columns decoded (`""` where absent);

@@ -2,8 +2,8 @@
 
     link = SharedLink.create(nu=12)               # the high-rate process
     peer = SharedLink.attach(link.names, nu=12)   # the controller's process (after spawn)
-    link.publish_state(measurement, t, remote)    # 500 Hz side
-    m, t, remote = peer.state()                   # newest, or None before the first
+    link.publish_state(measurement, t, command)   # 500 Hz side
+    m, t, command = peer.state()                  # newest, or None before the first
     peer.send_command(command)                    # controller side
     link.command()                                # newest JointCommand, or None
 
@@ -16,8 +16,8 @@ high-rate process, and the reverse. x86's stores and loads are not reordered wit
 
 Layouts (`nu` joints):
 - state: `t` [s] the high-rate loop's time since its start, the `Measurement` fields (optional
-  ones with a presence flag; `robot_mode` and `base_state_source` as codes), the 40 bytes of
-  the Go2 remote's `wireless_remote` (zeros where there is none).
+  ones with a presence flag; `robot_mode` and `base_state_source` as codes), the operator's
+  `VelocityCommand` at that time (vx, vy, yaw rate; base height NaN for None).
 - command: `JointCommand` (`timestamp`, `sequence`, `arm` and its five `(nu,)` arrays).
 - control: counters `reset_request`, `reset_done` (the controller's `reset` handshake: the
   high-rate side asks with a measurement, the controller side answers once its `reset`
@@ -30,10 +30,9 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from .interface import JointCommand, Measurement, RobotMode
+from .interface import JointCommand, Measurement, RobotMode, VelocityCommand
 
 SOURCES = (None, "ground_truth", "sport_state", "estimator")  # base_state_source codes
-REMOTE_BYTES = 40
 CONTROL = ("reset_request", "reset_done", "stop")
 
 
@@ -56,7 +55,7 @@ def state_layout(nu: int) -> dict:
         ("base_linear_velocity", 3), ("has_base_position", 1), ("base_position", 3),
         ("robot_mode", 1), ("has_foot_force", 1), ("foot_force", 4),
         ("has_motor_temperature", 1), ("motor_temperature", nu), ("base_state_source", 1),
-        ("remote", REMOTE_BYTES),
+        ("command", 4),
     ])  # fmt: skip
 
 
@@ -66,8 +65,9 @@ def command_layout(nu: int) -> dict:
                     *((name, nu) for name in JointCommand.ARRAYS)])  # fmt: skip
 
 
-def pack_state(m: Measurement, t: float, remote: bytes | None, layout: dict) -> np.ndarray:
-    """The state block of measurement `m` at loop time `t` [s] with remote bytes `remote`."""
+def pack_state(m: Measurement, t: float, command: VelocityCommand | None,
+               layout: dict) -> np.ndarray:  # fmt: skip
+    """The state block of measurement `m` at loop time `t` [s] under `command` (None: zero)."""
     out = np.zeros(layout["_size"])
     out[layout["t"]] = t
     out[layout["timestamp"]] = m.timestamp
@@ -83,13 +83,14 @@ def pack_state(m: Measurement, t: float, remote: bytes | None, layout: dict) -> 
             out[layout[name]] = value
     out[layout["robot_mode"]] = int(m.robot_mode)
     out[layout["base_state_source"]] = SOURCES.index(m.base_state_source)
-    if remote is not None:
-        out[layout["remote"]] = np.frombuffer(bytes(remote)[:REMOTE_BYTES], dtype=np.uint8)
+    command = command or VelocityCommand()
+    height = np.nan if command.base_height is None else command.base_height
+    out[layout["command"]] = (command.vx, command.vy, command.yaw_rate, height)
     return out
 
 
-def unpack_state(block: np.ndarray, layout: dict) -> tuple[Measurement, float, bytes]:
-    """`(measurement, t [s], remote bytes)` of a state block (`pack_state`'s inverse)."""
+def unpack_state(block: np.ndarray, layout: dict) -> tuple[Measurement, float, VelocityCommand]:
+    """`(measurement, t [s], command)` of a state block (`pack_state`'s inverse)."""
 
     def get(name):
         return block[layout[name]].copy()
@@ -108,8 +109,9 @@ def unpack_state(block: np.ndarray, layout: dict) -> tuple[Measurement, float, b
         base_state_source=SOURCES[int(block[layout["base_state_source"]][0])],
         **optional,
     )  # fmt: skip
-    remote = bytes(block[layout["remote"]].astype(np.uint8))
-    return m, float(block[layout["t"]][0]), remote
+    vx, vy, yaw_rate, height = (float(a) for a in block[layout["command"]])
+    command = VelocityCommand(vx, vy, yaw_rate, None if np.isnan(height) else height)
+    return m, float(block[layout["t"]][0]), command
 
 
 def pack_command(c: JointCommand, layout: dict) -> np.ndarray:
@@ -201,10 +203,10 @@ class SharedLink:
         return cls(blocks, nu, owner=False)
 
     # ------------------------------------------------------- state (high-rate -> controller)
-    def publish_state(self, m: Measurement, t: float, remote: bytes | None = None) -> None:
-        self.state_block.write(pack_state(m, t, remote, self.state_fields))
+    def publish_state(self, m: Measurement, t: float, command: VelocityCommand | None = None):
+        self.state_block.write(pack_state(m, t, command, self.state_fields))
 
-    def state(self) -> tuple[Measurement, float, bytes] | None:
+    def state(self) -> tuple[Measurement, float, VelocityCommand] | None:
         block = self.state_block.read()
         return None if block is None else unpack_state(block, self.state_fields)
 

@@ -10,9 +10,13 @@ The example `deploy_go2.py` is argument parsing and printing over this module.
 A run (`run_go2`): the controller (`make_controller`: "stand", "policy" through
 `learning.deployment.policy_controller`, or "mpc" with `MPCOptions`, prepared before any robot
 is connected), the simulated Go2 on DDS (`simulated_go2`, `hardware.go2.sim`; lying on its
-belly, `LYING`, for the stand), the backend (`hardware.go2.robot.Go2Robot`, or
-`LockstepGo2Robot` in robot time), the state estimator in place of the backend's base state
-when asked or when no sport state arrives (`make_estimated_robot`), and the start-up sequence
+belly, `LYING`, for the stand), and the high-rate path (`learning.go2_command_path`): in a
+process of its own by default (`command_path="process"`: `hardware.command_process`, the
+controller here, the two sharing state and commands through shared memory), or in this one
+(`"thread"`, and always in lockstep). The high-rate path holds the backend
+(`hardware.go2.robot.Go2Robot`, or `LockstepGo2Robot` in robot time), the state estimator in
+place of the backend's base state when asked or when no sport state arrives
+(`go2_command_path.make_estimated_robot`), and the start-up sequence
 (`learning.deployment.startup`) handing over to the controller `SETTLE_AFTER_STAND_UP` s after
 the stand-up; the velocity command from `WALK_AFTER` s into the controller phase (zero
 before), by `steer` (`hardware.steering.make_steering`): "fixed", `velocity` forward [m/s];
@@ -45,11 +49,10 @@ import numpy as np
 
 import dynamics
 from hardware import control_loop
-from hardware.estimated_robot import EstimatedRobot
-from hardware.estimator import EstimatorConfig, StateEstimator
-from hardware.interface import JointMap, VelocityCommand
-from hardware.safety import SafetyConfig, SafetyLayer
-from hardware.steering import CommandBox, GatedSource, make_steering
+from hardware.command_process import CommandPathProcess, run_controller
+from hardware.interface import JointMap
+from hardware.safety import SafetyConfig
+from hardware.steering import CommandBox
 
 from .deployment import (
     COMMAND_RATE,
@@ -57,13 +60,12 @@ from .deployment import (
     SOFT_START_SECONDS,
     load_runtime,
     policy_controller,
-    startup,
     tour_ramp,
 )
+from .go2_command_path import WALK_AFTER, Go2PathSpec, serve_go2, serve_go2_path
 from .policy_export import command_ranges, load_numpy_policy, policy_inputs
 
 LYING = (0.0, 1.36, -2.65)  # [rad] hip, thigh, calf of each Go2 leg, lying on the belly
-WALK_AFTER = 1.0  # [s] zero velocity command after the controller starts, before `velocity`
 SETTLE_AFTER_STAND_UP = 1.0  # [s] holding the standing pose after the stand-up
 # the command box of the controllers without training ranges (the MPC trot, walked at 0.5 m/s
 # forward in the tests, its sideways and turning limits a cautious guess; the stand ignores it)
@@ -168,50 +170,6 @@ def simulated_go2(domain, lying: bool, lifetime: float, lockstep: bool = False, 
         yield proc
 
 
-def truth_probe(go2):
-    """A log probe of the simulated Go2's true base state as `go2` received it (`Go2Robot.truth`
-    from `--ground-truth-topic`): `{"base_position" (3,) world [m], "base_linear_velocity" (3,)
-    base frame [m/s]}`, or {} before the first sample."""
-
-    def probe() -> dict:
-        sample = go2.truth  # (receive time, position, velocity)
-        if sample is None:
-            return {}
-        return {"base_position": sample[1], "base_linear_velocity": sample[2]}
-
-    return probe
-
-
-def estimator_probe(robot):
-    """A log probe of `EstimatedRobot` `robot`: its newest `hardware.estimator.Estimate`'s
-    velocity (base frame) [m/s], position [m], height above the stance feet [m], NIS (total
-    and per foot), contact weights, valid flag and fault ("" when none)."""
-
-    def probe() -> dict:
-        e = robot.estimate
-        return {
-            "base_linear_velocity": e.base_linear_velocity,
-            "base_position": e.base_position,
-            "base_height": e.base_height,
-            "nis": e.nis,
-            "foot_nis": e.foot_nis,
-            "contact_weights": e.contact_weights,
-            "valid": bool(e.valid),
-            "fault": e.fault or "",
-        }
-
-    return probe
-
-
-def make_estimated_robot(robot, estimator_settings: dict):
-    """`(EstimatedRobot(robot, StateEstimator(go2, EstimatorConfig(**settings))),
-    the config as a dict)` (`hardware.estimated_robot`, `hardware.estimator`)."""
-    config = EstimatorConfig(**estimator_settings)
-    estimator = StateEstimator(dynamics.load_robot("go2"), config)
-    wrapped = EstimatedRobot(robot, estimator, replace_ground_truth=True)
-    return wrapped, json.loads(json.dumps(dataclasses.asdict(config), default=str))
-
-
 def default_log_folder(log_dir: str, controller: str) -> str:
     """`log_dir/deploy_go2_<controller>_<date-time>_<pid>`."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -223,7 +181,7 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
             lockstep=False, state_timeout=0.1, estimator="auto", estimator_settings=None,
             mpc: MPCOptions | None = None, log_folder=None, log_dir="runs",
             command_line=None, auto_start=None, steer="fixed", sim_sticks=(),
-            cmd_vel_topic="cmd_vel"):  # fmt: skip
+            cmd_vel_topic="cmd_vel", command_path=None):  # fmt: skip
     """One deployment on a Go2 over its DDS protocol (`examples/deploy_go2.py`'s docstring);
     returns `(summary, control_loop.LoopResult)`.
 
@@ -238,7 +196,10 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
     from software as well as from the remote (default: in simulation only); steer: "fixed",
     "remote" or "cmd_vel" (the module docstring); sim_sticks: `(T, D, lx, rx, ry, ly)` holds of
     the simulated remote's sticks, T [s] from the first command the simulated Go2 accepted
-    (about the loop's start; `hardware.go2.sim --sticks`); cmd_vel_topic: the ROS 2 topic."""
+    (about the loop's start; `hardware.go2.sim --sticks`); cmd_vel_topic: the ROS 2 topic;
+    command_path: "process" (default in real time: the high-rate path in a process of its own,
+    `learning.go2_command_path`, the controller in this one) or "thread" (both here; the
+    default with `lockstep`)."""
     from controllers.mpc_process import pin_beside_the_solver
 
     auto_start = sim if auto_start is None else bool(auto_start)
@@ -255,6 +216,7 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
             dict(estimator_settings or {}), mpc, solver_core, realtime_mpc,
             log_folder or default_log_folder(log_dir, controller), command_line, auto_start,
             steer, [tuple(h) for h in sim_sticks], cmd_vel_topic,
+            command_path or ("thread" if lockstep else "process"),
         )  # fmt: skip
     finally:  # a caller in this process (a test) gets its cores back
         if original is not None:
@@ -264,10 +226,9 @@ def run_go2(controller="stand", seconds=10.0, domain=1, interface="lo", sim=True
 def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, command_rate,
              stand_up, release_sport_mode, lockstep, state_timeout, estimator,
              estimator_settings, mpc, solver_core, realtime_mpc, log_folder, command_line,
-             auto_start, steer, sim_sticks, cmd_vel_topic):  # fmt: skip
-    from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
+             auto_start, steer, sim_sticks, cmd_vel_topic, command_path):  # fmt: skip
+    from hardware.deployment_log import rewrite_summary
     from hardware.go2 import conversions
-    from hardware.go2.robot import Go2Robot, LockstepGo2Robot
 
     model = dynamics.load_robot("go2")
     joint_map = JointMap.from_model(model)
@@ -277,6 +238,10 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
         raise ValueError(f"estimator must be 'on', 'off' or 'auto', got {estimator!r}")
     if sim_sticks and not sim:
         raise ValueError("sim_sticks holds the simulated Go2's sticks: it needs sim=True")
+    if command_path not in ("process", "thread"):
+        raise ValueError(f"command_path must be 'process' or 'thread', got {command_path!r}")
+    if command_path == "process" and lockstep:
+        raise ValueError("lockstep runs in robot time in one process: command_path='thread'")
     box = command_box(controller, policy)
     fixed_velocity = (velocity if controller != "stand" else 0.0) if steer == "fixed" else None
     accel, yaw_accel = tour_ramp(box.ranges())
@@ -292,111 +257,82 @@ def _run_go2(controller, seconds, domain, interface, sim, policy, velocity, comm
         extra += ["--sticks", *(str(float(v)) for v in hold)]
     if sim_sticks:  # T from the first LowCmd, about the loop's start
         extra.append("--press-after-command")
-    sim_final = None
     duration = stand_up + SETTLE_AFTER_STAND_UP + seconds if walk else seconds
     lifetime = duration + 180 if not lockstep else 3600
-    outer, stack = contextlib.ExitStack(), contextlib.ExitStack()  # the simulator; the rest
-    log = None
-    try:
+    steering_header = {"mode": steer, "box": box.ranges(), "accel_m_per_s2": accel,
+                       "yaw_accel_rad_per_s2": yaw_accel,
+                       "cmd_vel_topic": cmd_vel_topic if steer == "cmd_vel" else None,
+                       "sim_sticks": [list(h) for h in sim_sticks]}  # fmt: skip
+    header = {
+        "robot": "go2", "controller": controller,
+        "policy": os.path.abspath(policy) if controller == "policy" else None,
+        "simulated": sim, "lockstep": lockstep, "domain": domain, "interface": interface,
+        "velocity_command_m_per_s": fixed_velocity, "walk_after_s": WALK_AFTER,
+        "steering": steering_header, "command_path": command_path,
+        "stand_up_s": stand_up, "auto_start": auto_start, "control_dt": control_dt,
+        "command_dt": command_dt,
+        "mpc": dataclasses.asdict(mpc) if controller == "mpc" else None,
+        "joint_names": list(joint_map.names), "foot_names": list(model.foot_names),
+        "command_line": command_line,
+    }  # fmt: skip
+    spec = Go2PathSpec(
+        domain=domain, interface=interface or None, lockstep=lockstep, ground_truth=sim,
+        state_timeout=state_timeout, release_sport_mode=release_sport_mode,
+        estimator=estimator, estimator_settings=estimator_settings, stand_up=stand_up,
+        auto_start=auto_start, controller_after=stand_up + SETTLE_AFTER_STAND_UP if walk else None,
+        required_inputs=controller_inputs(controller, policy), steer=steer, box=box.ranges(),
+        velocity=velocity, accel=accel, yaw_accel=yaw_accel, cmd_vel_topic=cmd_vel_topic,
+        safety=config, duration=duration, control_dt=control_dt, command_dt=command_dt,
+        log_folder=log_folder, header=header,
+    )  # fmt: skip
+    with contextlib.ExitStack() as outer:  # the simulator, the MPC's solver
         if realtime_mpc:
             outer.callback(ctrl.shutdown)
         proc = outer.enter_context(
             simulated_go2(domain if sim else None, not walk, lifetime, lockstep, extra)
         )
-        truth_topic = sim  # the simulated Go2 publishes its true base state
-        kwargs = dict(domain=domain, interface=interface or None, command_timeout=0.3,
-                      max_command_age=0.3, release_sport_mode=release_sport_mode,
-                      ground_truth=truth_topic)  # fmt: skip
-        if lockstep:
-            go2 = LockstepGo2Robot(joint_map, **kwargs)
-        else:
-            go2 = Go2Robot(joint_map, state_timeout=state_timeout, **kwargs)
-        stack.callback(go2.close)
-        use_estimator = estimator == "on" or (estimator == "auto" and go2.sport is None)
-        robot = go2
-        if use_estimator:
-            robot, estimator_settings = make_estimated_robot(go2, estimator_settings)
-        started = startup(
-            ctrl, joint_map, stand_duration=stand_up, auto=auto_start,
-            controller_after=stand_up + SETTLE_AFTER_STAND_UP if walk else None,
-            required_inputs=controller_inputs(controller, policy),
-            buttons=lambda: go2.buttons, backend=type(go2).__name__,
-        )  # fmt: skip
-        source = make_steering(steer, box, fixed=VelocityCommand(velocity),
-                               remote=go2.wireless_remote, participant=go2.participant,
-                               topic=cmd_vel_topic, accel=accel, yaw_accel=yaw_accel)  # fmt: skip
-        if hasattr(source, "close"):
-            stack.callback(source.close)  # the cmd_vel reader, before the robot's participant
-        steering = GatedSource(source, lambda t: started.walking(t, WALK_AFTER))
-        steering_header = {"mode": steer, "box": box.ranges(), "accel_m_per_s2": accel,
-                           "yaw_accel_rad_per_s2": yaw_accel,
-                           "cmd_vel_topic": cmd_vel_topic if steer == "cmd_vel" else None,
-                           "sim_sticks": [list(h) for h in sim_sticks]}  # fmt: skip
-        probes = {"startup": lambda: {"phase": started.sequence.phase.value},
-                  "steering": lambda: {"command": steering.command.as_array()}}  # fmt: skip
-        truth_source = conversions.TOPIC_GROUND_TRUTH if truth_topic else None
-        if truth_topic:
-            probes["truth"] = truth_probe(go2)
-        if use_estimator:
-            probes["estimator"] = estimator_probe(robot)
-        header = {
-            "robot": "go2", "controller": controller,
-            "policy": os.path.abspath(policy) if controller == "policy" else None,
-            "estimator": {"on": use_estimator, "requested": estimator,
-                          "settings": estimator_settings},
-            "simulated": sim, "lockstep": lockstep, "domain": domain, "interface": interface,
-            "velocity_command_m_per_s": fixed_velocity, "walk_after_s": WALK_AFTER,
-            "steering": steering_header,
-            "stand_up_s": stand_up, "auto_start": auto_start, "control_dt": control_dt,
-            "command_dt": command_dt,
-            "mpc": dataclasses.asdict(mpc) if controller == "mpc" else None,
-            "ground_truth": truth_source, "joint_names": list(joint_map.names),
-            "foot_names": list(model.foot_names),
-            "command_line": command_line,
-        }  # fmt: skip
-        log = DeploymentLogWriter(log_folder, header)
-        safety = SafetyLayer(joint_map, config)
-        recorder = RecordingRobot(robot, log, safety=safety, probes=probes)
-        result = control_loop.run(
-            recorder, started, safety, duration=duration, control_dt=control_dt,
-            command_dt=command_dt, start_timeout=5.0, on_tick=started.on_tick,
-            command_source=steering,
-        )  # fmt: skip
+        controller_process = None
+        try:
+            if command_path == "process":
+                served, controller_process = _serve_apart(ctrl, spec, joint_map.nu, control_dt)
+            else:
+                served = serve_go2(ctrl, spec)
+        finally:
+            print(f"deployment log: {os.path.abspath(log_folder)}")
+        result, part = served["result"], served["summary"]
         mpc_summary = ctrl.summary() if realtime_mpc else None
-        backend = go2.status()
-        stack.close()  # the readers, the robot: the LowCmd writer thread stops
-        writer = go2.timing.summary()
+        sim_final = None
         if proc is not None:
             proc.send_signal(15)
             out, _ = proc.communicate(timeout=30)
             sim_final = json.loads(out.strip().splitlines()[-1])["final_status"]
             sim_final.pop("history")
-        began = started.controller_started
-        summary = {
-            "controller": controller, "seconds": seconds, "domain": domain,
-            "interface": interface, "simulated": sim, "lockstep": lockstep,
-            "estimator": use_estimator, "log": os.path.abspath(log_folder),
-            "startup": [(round(tr.t, 3), tr.source.value, tr.target.value, tr.reason, tr.accepted)
-                        for tr in started.sequence.transitions],
-            "controller_started_s": began,
-            "velocity_command_m_per_s": fixed_velocity,
-            "steering": {**steering_header, "counters": steering.counters},
-            "average_speed_m_per_s": float("nan") if began is None else
-            control_loop.average_speed(result.log, after=began + WALK_AFTER + 1.0),
-            "backend": backend, "lowcmd_writer_timing": writer, "simulated_go2": sim_final,
-            "mpc": mpc_summary, "log_probe_failures": recorder.probe_failures,
-            **loop_summary(result),
-        }  # fmt: skip
-        summary["ground_truth"] = None
-        log.close(summary)
-        summary["ground_truth"] = ground_truth_summary(log_folder)
-        return summary, result
+    steering_counters = part.pop("steering_counters")
+    summary = {
+        "controller": controller, "seconds": seconds, "domain": domain,
+        "interface": interface, "simulated": sim, "lockstep": lockstep,
+        "command_path": command_path, "log": os.path.abspath(log_folder),
+        "velocity_command_m_per_s": fixed_velocity,
+        "steering": {**steering_header, "counters": steering_counters},
+        **part, "simulated_go2": sim_final, "mpc": mpc_summary,
+        "controller_process": controller_process, **loop_summary(result),
+    }  # fmt: skip
+    summary["ground_truth"] = ground_truth_summary(log_folder)
+    rewrite_summary(log_folder, summary)
+    return summary, result
+
+
+def _serve_apart(ctrl, spec, nu: int, control_dt: float) -> tuple[dict, dict]:
+    """`serve_go2` in a process of its own while `ctrl` runs here at `control_dt` [s]
+    (`hardware.command_process`); returns `(served, the controller's timing and counts)`."""
+    path = CommandPathProcess(serve_go2_path, nu=nu, kwargs={"spec": spec})
+    path.start()
+    try:
+        timing = run_controller(path.link, ctrl, control_dt=control_dt, running=path.is_alive)
     finally:
-        stack.close()
-        outer.close()
-        if log is not None:
-            log.close(log.summary)  # an interrupted run: what was written stays
-            print(f"deployment log: {os.path.abspath(log_folder)}")
+        path.stop()
+    served = path.join(timeout=60.0)
+    return served, timing
 
 
 def loop_summary(result) -> dict:
@@ -411,8 +347,10 @@ def loop_summary(result) -> dict:
 
 
 def ground_truth_summary(folder: str) -> dict | None:
-    """The controller phase's true base height (min) [m] and average forward speed after
-    `WALK_AFTER + 1` s [m/s] from the deployment log in `folder`; None without ground truth."""
+    """The controller phase's true base height (min) [m], its average speed along world x and
+    its speed along its path (the mean forward velocity in the base frame: a heading that
+    drifts does not count against it) after `WALK_AFTER + 1` s [m/s], from the deployment log
+    in `folder`; None without ground truth."""
     from hardware.deployment_log import DeploymentLog
 
     run = DeploymentLog.load(folder)
@@ -424,10 +362,13 @@ def ground_truth_summary(folder: str) -> dict | None:
     ok = np.all(np.isfinite(p), axis=1)
     if not np.any(ok):
         return None
+    velocity = run["truth_base_linear_velocity"][phase][ok]
     t, p = t[ok] - t[ok][0], p[ok]
+    walking = t >= WALK_AFTER + 1.0
     return {
         "min_base_height_m": float(np.min(p[:, 2])),
         "average_speed_m_per_s": control_loop.average_speed(
             {"t": t, "base_position": p}, after=WALK_AFTER + 1.0
         ),
+        "path_speed_m_per_s": float(np.mean(velocity[walking, 0])) if walking.any() else None,
     }

@@ -156,6 +156,31 @@ def test_without_feedback_the_plan_is_applied_open_loop(setup):
         ctrl.close()
 
 
+def test_a_stalled_solver_degrades_to_the_stand_past_the_plans_horizon(setup):
+    """A solve slower than the whole 0.2 s horizon: calls inside the plan serve its knots and
+    report their age; a call past its end gets the standing targets (four feet down, not the
+    last knot's swing pose) and is counted."""
+    solver, mpc, ctrl, _ = setup(delay=0.0, feedback=None, min_period=0.0)
+    ctrl.reset(measurement(mpc, 0.0))
+    try:
+        ctrl(measurement(mpc, 0.02), 0.02, VelocityCommand())
+        wait_for(lambda: len(ctrl.plan_ages) == 1)  # a plan starting at 0.02 s
+        plan = mpc.plan
+        solver.delay = 1.0  # the next solve stalls
+        inside = ctrl(measurement(mpc, 0.17), 0.17, VelocityCommand())  # knot 7 of 10
+        np.testing.assert_allclose(inside.q_target, plan.u[7])
+        past = ctrl(measurement(mpc, 0.25), 0.25, VelocityCommand())  # past 0.22 s
+        assert mpc.plan is plan  # still solving
+        np.testing.assert_allclose(past.q_target, mpc.stand_targets)
+        assert not np.allclose(plan.u[-1], mpc.stand_targets)
+        summary = ctrl.summary()
+        assert summary["expired_calls"] == 1 and summary["calls"] == 3
+        assert summary["call_plan_age_max_s"] == pytest.approx(0.23)
+        assert summary["call_plan_age_median_s"] == pytest.approx(0.19)
+    finally:
+        ctrl.close()
+
+
 def test_a_solver_bug_stops_the_thread_and_later_calls_raise(setup):
     solver, mpc, ctrl, _ = setup(min_period=0.0)
     ctrl.reset(measurement(mpc, 0.0))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from hardware.command_process import CommandPathProcess, SharedCommandController, run_controller
-from hardware.interface import JointCommand, JointMap, Measurement, RobotMode
-from hardware.shared_state import REMOTE_BYTES, SeqlockBlock, SharedLink
+from hardware.interface import JointCommand, JointMap, Measurement, RobotMode, VelocityCommand
+from hardware.shared_state import SeqlockBlock, SharedLink
 
 NU = 12
 Q_STAND = np.tile([0.0, 0.8, -1.5], 4)
@@ -35,10 +35,9 @@ def test_a_measurement_and_a_command_cross_unchanged():
             7, foot_force=np.array([40.0, 41, 42, 43]), robot_mode=RobotMode.DAMPING,
             base_linear_velocity=np.array([0.5, 0, 0]), base_state_source="estimator",
         )  # fmt: skip
-        remote = bytes(range(REMOTE_BYTES))
-        link.publish_state(m, 1.25, remote)
-        got, t, got_remote = link.state()
-        assert t == 1.25 and got_remote == remote
+        link.publish_state(m, 1.25, VelocityCommand(0.5, -0.2, 0.3))
+        got, t, command = link.state()
+        assert t == 1.25 and command == VelocityCommand(0.5, -0.2, 0.3)
         for name in ("timestamp", "sequence", "robot_mode", "base_state_source"):
             assert getattr(got, name) == getattr(m, name)
         for name in ("joint_q", "foot_force", "base_linear_velocity", "base_quat"):
