@@ -39,10 +39,12 @@ symmetric positive definite):
     e = y - C x+,   S = C P+ C^T + R,   K = P+ C^T S^-1
     x = x+ + K e,   P = (I - K C) P+ (I - K C)^T + K R K^T,   NIS = e^T S^-1 e
 
-Linear algebra: NumPy for the products and `scipy.linalg.cho_factor` / `cho_solve` for
-`S^-1` (S is symmetric positive definite: one Cholesky factorisation gives both the gain and
-the NIS, cheaper and better conditioned than an inverse or an LU). The arrays are small
-(18, 28): an update is a few dozen BLAS calls, where JAX would add a dispatch per call.
+Linear algebra: NumPy for the products and LAPACK's `potrf` / `potrs` (through
+`scipy.linalg.lapack`) for `S^-1` (S is symmetric positive definite: one Cholesky
+factorisation gives both the gain and the NIS, cheaper and better conditioned than an inverse
+or an LU). The arrays are small (18, 28): an update is a few dozen BLAS calls, where JAX would
+add a dispatch per call, and what costs is each call's Python overhead, so the update avoids
+NumPy's convenience wrappers (`np.r_`, `np.cross`, per-foot solves) on its path.
 
 Contact weights (`StateEstimator.contact_weights`): from `Measurement.foot_force`
 (`ForceContact`: a threshold with hysteresis, a ramp-in after touchdown, a ramp with the
@@ -77,7 +79,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
+import scipy.linalg.lapack
 import scipy.stats
 
 from dynamics.model import Model
@@ -88,6 +90,7 @@ from .leg_kinematics import DEFAULT_BACKEND, leg_kinematics
 NFEET = 4
 NX = 6 + 3 * NFEET  # state size
 NY = 7 * NFEET  # measurement size: relative position (3), velocity (3), height (1) per foot
+POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,20 @@ def foot_rows(i: int) -> np.ndarray:
     return np.r_[3 * i : 3 * i + 3, 12 + 3 * i : 15 + 3 * i, 24 + i]
 
 
+FOOT_ROWS = np.stack([foot_rows(i) for i in range(NFEET)])  # (4, 7)
+
+
+def cross(a, b) -> np.ndarray:
+    """`a x b` along the last axis of broadcastable `(..., 3)` arrays (`np.cross`, without
+    its axis handling: this is on the estimator's 500 Hz path)."""
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape)
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
+
+
 def leg_measurements(rotation, gyro, foot_positions, jacobians, joint_qd, foot_radius):
     """Per foot, in the WORLD frame: the contact point relative to the base, `R r_i (4, 3)`,
     and the base velocity that a still contact point implies, `-R (omega x r_i + J_lin qd +
@@ -272,7 +289,7 @@ def leg_measurements(rotation, gyro, foot_positions, jacobians, joint_qd, foot_r
     contact = foot_positions + offset
     lin = jacobians[:, 0:3, :] @ joint_qd
     ang = jacobians[:, 3:6, :] @ joint_qd
-    relative_velocity = np.cross(gyro, contact) + lin + np.cross(ang, offset)
+    relative_velocity = cross(gyro, contact) + lin + cross(ang, offset)
     return contact @ rotation.T, -relative_velocity @ rotation.T
 
 
@@ -283,6 +300,9 @@ def nonfinite_input(measurement: Measurement, use_force: bool) -> str | None:
         return "timestamp"
     names = ["base_quat", "base_angular_velocity", "base_linear_acceleration", "joint_q",
              "joint_qd"] + (["foot_force"] if use_force else [])  # fmt: skip
+    values = np.concatenate([np.ravel(getattr(m, name)) for name in names])
+    if np.isfinite(values).all() and values[:4] @ values[:4] >= 0.25:
+        return None
     for name in names:
         if not np.all(np.isfinite(getattr(m, name))):
             return name
@@ -457,9 +477,12 @@ class StateEstimator:
         x[3:6] += dt * acceleration
         a = transition_matrix(dt)
         inflation = 1.0 + (1.0 - weights) * cfg.swing_inflation
-        q = dt * np.r_[np.full(3, cfg.position_process), np.full(3, cfg.velocity_process),
-                       np.repeat(cfg.foot_process * inflation, 3)]  # fmt: skip
-        self.P = a @ self.P @ a.T + np.diag(q)
+        q = np.empty(NX)
+        q[0:3], q[3:6] = cfg.position_process, cfg.velocity_process
+        q[6:] = np.repeat(cfg.foot_process * inflation, 3)
+        p = a @ self.P @ a.T
+        p[np.diag_indices(NX)] += dt * q
+        self.P = p
 
     def _touchdowns(self, down: np.ndarray) -> None:
         """With `ground="touchdown"`, a foot's ground height is its height at touchdown."""
@@ -475,25 +498,30 @@ class StateEstimator:
         z_kinematic = x[2] + rel[:, 2]  # where kinematics puts each contact point
         y_z = weights * self.ground_height + (1.0 - weights) * z_kinematic
         y = np.concatenate([-rel.ravel(), y_v.ravel(), y_z])
-        r = np.r_[np.full(12, cfg.foot_position_var),
-                  np.repeat(cfg.foot_velocity_var * inflation, 3),
-                  cfg.foot_height_var * inflation]  # fmt: skip
+        r = np.empty(NY)
+        r[0:12] = cfg.foot_position_var
+        r[12:24] = np.repeat(cfg.foot_velocity_var * inflation, 3)
+        r[24:28] = cfg.foot_height_var * inflation
         c, p = self.C, self.P
         innovation = y - c @ x
         pct = p @ c.T
-        s = c @ pct + np.diag(r)
-        factor = scipy.linalg.cho_factor(s, lower=True, check_finite=False)
-        s_inv_e = scipy.linalg.cho_solve(factor, innovation, check_finite=False)
-        gain = scipy.linalg.cho_solve(factor, pct.T, check_finite=False).T  # P C^T S^-1
+        s = c @ pct
+        s[np.diag_indices(NY)] += r
+        factor, info = POTRF(s, lower=1, clean=0)
+        if info != 0:  # S not positive definite, P is broken: a non-finite state (a fault)
+            self.x = np.full(NX, np.nan)
+            return innovation, float("nan"), np.full(NFEET, np.nan)
+        rhs = np.empty((NY, NX + 1))
+        rhs[:, :NX], rhs[:, NX] = pct.T, innovation
+        solved, _ = POTRS(factor, rhs, lower=1)  # S^-1 [C P, e]
+        gain, s_inv_e = solved[:, :NX].T, solved[:, NX]  # P C^T S^-1
         self.x = x + gain @ innovation
         ikc = np.eye(NX) - gain @ c
         p_new = ikc @ p @ ikc.T + (gain * r) @ gain.T
         self.P = 0.5 * (p_new + p_new.T)
-        foot_nis = np.empty(NFEET)
-        for i in range(NFEET):
-            rows = foot_rows(i)
-            e_i = innovation[rows]
-            foot_nis[i] = e_i @ np.linalg.solve(s[np.ix_(rows, rows)], e_i)
+        e_feet = innovation[FOOT_ROWS]  # (4, 7)
+        s_feet = s[FOOT_ROWS[:, :, None], FOOT_ROWS[:, None, :]]  # (4, 7, 7)
+        foot_nis = np.einsum("fi,fi->f", e_feet, np.linalg.solve(s_feet, e_feet[..., None])[..., 0])
         return innovation, float(innovation @ s_inv_e), foot_nis
 
     def _output(self, t, rotation, rel, weights, innovation, nis, foot_nis) -> Estimate:
