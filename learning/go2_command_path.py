@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import dynamics
 from hardware import control_loop
@@ -31,6 +32,10 @@ from .deployment import startup
 
 WALK_AFTER = 1.0  # [s] zero velocity command after the controller starts, before `velocity`
 RESET_TIMEOUT = 300.0  # [s] the controller's reset in another process (a first plan, a compile)
+# [s] how long a thread of the high-rate process may hold the interpreter lock while another
+# waits for it (CPython's default 5 ms is two and a half ticks: the log writer's chunk or the
+# LowCmd writer would hold the command loop past its deadline)
+SWITCH_INTERVAL = 2e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,13 +121,17 @@ def estimator_probe(robot):
 
 def serve_go2_path(link, spec: Go2PathSpec) -> dict:
     """`serve_go2` in a process of its own, the controller behind `link`
-    (`hardware.command_process.CommandPathProcess`'s `serve`)."""
-    return serve_go2(SharedCommandController(link, reset_timeout=RESET_TIMEOUT), spec)
+    (`hardware.command_process.CommandPathProcess`'s `serve`), its threads handing over the
+    interpreter lock every `SWITCH_INTERVAL`, each LowCmd sent by the command loop itself."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    controller = SharedCommandController(link, reset_timeout=RESET_TIMEOUT)
+    return serve_go2(controller, spec, writer_thread=False)
 
 
-def serve_go2(controller, spec: Go2PathSpec) -> dict:
+def serve_go2(controller, spec: Go2PathSpec, *, writer_thread: bool = True) -> dict:
     """Run the high-rate path around `controller` for `spec.duration` [s] (module docstring);
-    returns `{"result": control_loop.LoopResult, "summary": its part of the run's summary}`.
+    `writer_thread`: the backend's own LowCmd thread (else one LowCmd per command tick).
+    Returns `{"result": control_loop.LoopResult, "summary": its part of the run's summary}`.
     The deployment log is closed with that part (`hardware.deployment_log`)."""
     from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
     from hardware.go2 import conversions
@@ -135,7 +144,8 @@ def serve_go2(controller, spec: Go2PathSpec) -> dict:
     if spec.lockstep:
         go2 = LockstepGo2Robot(joint_map, **kwargs)
     else:
-        go2 = Go2Robot(joint_map, state_timeout=spec.state_timeout, **kwargs)
+        go2 = Go2Robot(joint_map, state_timeout=spec.state_timeout, writer_thread=writer_thread,
+                       **kwargs)  # fmt: skip
     log = source = None
     try:
         use_estimator = spec.estimator == "on" or (spec.estimator == "auto" and go2.sport is None)

@@ -112,6 +112,10 @@ class Go2Robot:
         release_sport_mode: call `release_sport_mode` before the first command goes out.
         connect_timeout: [s] wait for the first LowState (0: do not wait).
         command_rate: [Hz] LowCmd rate.
+        writer_thread: send LowCmd from a thread of this object at `command_rate` (default);
+            False: send one at each `write`, for a caller whose own loop runs at that rate
+            (the high-rate process of `hardware.command_process`: one thread fewer to share
+            its interpreter lock with).
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class Go2Robot:
         release_sport_mode: bool = False,
         connect_timeout: float = 2.0,
         command_rate: float = COMMAND_RATE,
+        writer_thread: bool = True,
     ):
         self.joint_map = joint_map
         self.perm = sdk_permutation(joint_map)
@@ -174,6 +179,8 @@ class Go2Robot:
         self.released_mode = release_sport_mode_or_none(self.participant, release_sport_mode)
         self._running = True
         self._thread = None
+        self.threaded = self.threaded and bool(writer_thread)
+        self._msg = new_lowcmd()
         if self.threaded:
             self._thread = threading.Thread(target=self._write_loop, daemon=True, name="go2-lowcmd")
             self._thread.start()
@@ -308,6 +315,17 @@ class Go2Robot:
     def write(self, command: JointCommand) -> None:
         with self.lock:
             self.driver.submit(command, self.now())
+        if not self.threaded:
+            self._send_now()
+
+    def _send_now(self) -> None:
+        """Send the drivers' active command as one LowCmd (no writer thread)."""
+        start = time.perf_counter()
+        command = self._active_command(start)
+        if command is not None:
+            self.cmd_writer.write(lowcmd_from_command(command, self.perm, self._msg))
+            self.counters["sent"] += 1
+            self.timing.record(start, time.perf_counter() - start)
 
     def take_samples(self) -> list:
         """Every valid `Measurement` that arrived since the last call, oldest first (at most
