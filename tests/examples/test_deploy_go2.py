@@ -119,13 +119,14 @@ def test_deploy_go2_writes_its_log_while_it_runs(tmp_path):
         assert np.nanmin(run["foot_force"]) >= 0
 
 
-def deploy_with_the_estimator(tmp_path, controller: str, seconds: float):
+def deploy_with_the_estimator(tmp_path, controller: str, seconds: float, load: int = 0):
     """examples/deploy_go2.py: `controller` on the simulated Go2 over DDS in real time with
     `--estimator on`, stand-up first, 0.5 m/s commanded 1 s into the controller phase.
     Prints the cycle statistics, the estimator's RMS errors and the safety events; asserts
     what every such run must hold: the estimate (never the truth) fed the controller, the
     safety layer never damped, the TRUE base (the simulator's, from the log) stayed up and
-    moved at 0.4-0.6 m/s. Returns the summary."""
+    moved at 0.3-0.6 m/s along world x (its heading may drift) and within 0.05 m/s of the
+    command along its path. `load` busy processes run beside it (`--load`). Returns the summary."""
     pytest.importorskip("cyclonedds")
     pytest.importorskip("mujoco")
     from viz import deployment_plots
@@ -133,7 +134,7 @@ def deploy_with_the_estimator(tmp_path, controller: str, seconds: float):
     summary = _load("deploy_go2").main(
         ["--controller", controller, "--velocity", "0.5", "--seconds", str(seconds),
          "--estimator", "on", "--domain", str(next(_DOMAINS)), "--state-timeout", "0.3",
-         "--log", str(tmp_path / "log"), "--out", str(tmp_path)]
+         "--log", str(tmp_path / "log"), "--out", str(tmp_path), "--load", str(load)]
     )  # fmt: skip
     run = DeploymentLog.load(str(tmp_path / "log"))
     events = [(e["kind"], e["count"], e["detail"]) for e in summary["safety_events"]]
@@ -144,12 +145,17 @@ def deploy_with_the_estimator(tmp_path, controller: str, seconds: float):
     assert summary["estimator"]
     assert summary["safety_mode"] == "normal", [e for e in events if e[0] != "rate_limited"]
     controller_phase = run["startup_phase"] == "controller"
-    assert controller_phase.sum() > 0.9 * seconds / 0.002
+    if load == 0:  # the 500 Hz path holds its rate on a quiet machine; loaded, it reports
+        assert controller_phase.sum() > 0.9 * seconds / 0.002
+    print("command ticks of the controller phase", controller_phase.sum(), "of",
+          round(seconds / 0.002), "; missed", summary["timing"]["command"]["missed_ticks"])
     assert set(run["base_state_source"][controller_phase]) == {"estimator"}
     truth = summary["ground_truth"]
     assert truth is not None, "the simulated Go2 published no ground truth"
     assert truth["min_base_height_m"] > 0.2  # standing: 0.33 m
-    assert 0.4 < truth["average_speed_m_per_s"] < 0.6
+    assert 0.3 < truth["average_speed_m_per_s"] < 0.6  # along world x: a drifting heading
+    assert abs(truth["path_speed_m_per_s"] - 0.5) < 0.05
+    assert summary["command_path"] == "process"
     return summary
 
 
@@ -170,7 +176,28 @@ def test_the_mpc_trots_in_real_time_over_dds_with_the_estimator(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_shipped_policy_walks_20_s_in_real_time_over_dds_with_the_estimator(tmp_path):
+@pytest.mark.parametrize("load", [0, 2], ids=["quiet", "a busy process per core"])
+def test_the_shipped_policy_walks_20_s_in_real_time_over_dds_with_the_estimator(tmp_path, load):
     """The shipped policy (examples/policies/go2_omni_proprio) for 20 s, with
-    `deploy_with_the_estimator`'s checks."""
-    deploy_with_the_estimator(tmp_path, "policy", 20.0)
+    `deploy_with_the_estimator`'s checks, on a quiet machine and beside two busy processes
+    (a computer about half as fast): the estimator never faults, the robot is never damped."""
+    summary = deploy_with_the_estimator(tmp_path, "policy", 20.0, load=load)
+    print("command loop", summary["timing"]["command"])
+
+
+@pytest.mark.slow
+def test_the_mpc_degrades_but_walks_beside_a_busy_process_per_core(tmp_path):
+    """The real-time MPC as `test_the_mpc_trots_in_real_time_over_dds_with_the_estimator`
+    with two busy processes beside it: slower replanning, reported in the plan ages and the
+    lookahead, and `deploy_with_the_estimator`'s checks (no fall, no damping)."""
+    from trajopt.engine import generated_code
+
+    if not generated_code.compiler_available():
+        pytest.skip("no C compiler for derivatives='compiled', the example's default")
+    m = deploy_with_the_estimator(tmp_path, "mpc", 10.0, load=2)["mpc"]
+    keys = ("cycles", "median_s", "plan_age_median_s", "plan_age_max_s", "lookahead_median_s",
+            "lookahead_max_s", "call_plan_age_p99_s", "expired_calls", "error")  # fmt: skip
+    print({k: m.get(k) for k in keys})
+    assert m["error"] is None and m["cycles"] > 100
+    # reported: the lookahead follows the plan age, whole planning steps
+    assert m["lookahead_max_s"] >= m["plan_age_median_s"] - 1e-9
