@@ -17,13 +17,11 @@ import time
 import numpy as np
 import pytest
 
-import dynamics
 from hardware.estimator import EstimatorConfig, StateEstimator
 from hardware.go2.tick_clock import TickClock
 from hardware.interface import GRAVITY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-POLICY = os.path.join(ROOT, "examples", "policies", "go2_omni_proprio")
 SAME_ESTIMATE = 0.02  # [m/s] the estimate with and without delays, at the same robot tick
 
 
@@ -99,48 +97,11 @@ def recorded_stream():
 
 
 def record_stream():
-    """`(measurements, model)`: 3 s of a MuJoCo Go2 standing up, holding, then walking at 0.5 m/s
-    under the shipped proprioceptive policy, as its noisy sensors saw it (500 Hz)."""
-    from hardware import control_loop
-    from hardware.interface import VelocityCommand
-    from hardware.robot_wrapper import RobotWrapper
-    from hardware.safety import SafetyConfig, SafetyLayer
-    from hardware.sensor_noise import NoisySensors
-    from learning.deployment import (
-        load_runtime,
-        mujoco_robot,
-        policy_controller,
-        policy_inputs,
-        sensor_noise,
-        startup,
-    )  # fmt: skip
+    """`(measurements, model)`: 3 s of a MuJoCo Go2 standing up, holding, then walking at
+    0.5 m/s under the shipped proprioceptive policy, as its noisy sensors saw it (500 Hz)."""
+    from learning.sensor_stream import record_walk
 
-    model = dynamics.load_robot("go2")
-    policy, config = load_runtime(POLICY, "numpy")
-    _, simulator, _ = mujoco_robot(model, seconds=3.0)
-    samples: list = []
-
-    class Recorder(RobotWrapper):
-        def read(self):
-            m = self.robot.read()
-            if m is not None and (not samples or m.sequence != samples[-1].sequence):
-                samples.append(m)
-            return m
-
-    robot = Recorder(NoisySensors(simulator, sensor_noise(model), seed=3))
-    controller = startup(  # as on the robot: stand up, hold, then the policy
-        policy_controller(policy, config, robot.joint_map), robot.joint_map,
-        stand_duration=0.2, auto=True, controller_after=0.5,
-        required_inputs=policy_inputs(config), kp=np.asarray(config["kp"]),
-        kd=np.asarray(config["kd"]), backend="MuJoCo",
-    )  # fmt: skip
-    control_loop.run(
-        robot, controller,
-        SafetyLayer(robot.joint_map, SafetyConfig(soft_start_duration=0.2)),
-        duration=3.0, control_dt=config["control_dt"], command_dt=0.002,
-        command_source=lambda t: VelocityCommand(0.5 if t > 0.6 else 0.0),
-    )  # fmt: skip
-    return samples, model
+    return record_walk(3.0, seed=3)
 
 
 def replay(samples, model, domain, *, loaded: bool, seed: int = 0):
