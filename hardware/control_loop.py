@@ -319,7 +319,7 @@ def _next_deadline(deadline: float, period: float, stats: TimingStats) -> float:
     return deadline
 
 
-def _sleep_until(deadline: float) -> None:
+def sleep_until(deadline: float) -> None:
     """Sleep, then spin the last 0.3 ms (sleep overshoots by ~0.1 ms on Linux)."""
     remaining = deadline - time.perf_counter()
     if remaining > 3e-4:
@@ -339,7 +339,7 @@ def _run_wall(robot, controller, safety, duration, control_dt, command_dt, sourc
     worker.start()
     try:
         while deadline < end:
-            _sleep_until(deadline)
+            sleep_until(deadline)
             start = time.perf_counter()
             now = robot.now()
             m = robot.read()

@@ -191,7 +191,7 @@ class DeploymentLogWriter:
                 chunk, columns, header = item
                 if self.error is None:
                     if chunk is not None:
-                        _write_chunk(os.path.join(self.folder, chunk[0]), chunk[1], columns)
+                        write_chunk(os.path.join(self.folder, chunk[0]), chunk[1], columns)
                     _atomic_json(os.path.join(self.folder, HEADER), header)
             except Exception as exc:  # the run goes on; close() reports it
                 self.error = f"{type(exc).__name__}: {exc}"
@@ -208,7 +208,7 @@ def _stack(rows: list, name: str, kind: str, shape: tuple) -> np.ndarray:
     return out
 
 
-def _write_chunk(path: str, rows: list, columns: dict) -> None:
+def write_chunk(path: str, rows: list, columns: dict) -> None:
     arrays = {n: _stack(rows, n, k, tuple(s)) for n, (k, s) in columns.items()}
     tmp = path + ".tmp.npz"
     np.savez(tmp, **arrays)
