@@ -12,6 +12,10 @@
   hardware.robot_server`). `faults`: fault injection.
 - `go2`: a Unitree Go2 over its DDS topics (`go2.robot.Go2Robot`) and a simulated Go2 process
   on them (`python -m hardware.go2.sim`); needs the `go2` extra.
+- `command_process`: the high-rate path in a process of its own, the controller behind shared
+  memory (`shared_state`); `busy_load`: busy processes, a stand-in for a busier computer.
+- `estimator`, `estimated_robot`: the base state from the IMU and leg kinematics.
+- `steering`: velocity commands from the remote's sticks or ROS 2's `cmd_vel` (`ros2_types`).
 
 May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
 `learning`: controllers plug in through the `Controller` protocol.
