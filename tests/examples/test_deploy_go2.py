@@ -2,26 +2,16 @@
 real-time MPC and the shipped policy over DDS against the simulated Go2, in real time, with the
 state estimator in place of the base state the robot does not publish (slow)."""
 
-import importlib.util
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
+from bench_helpers import load_example
 
 from hardware.deployment_log import DeploymentLog, DeploymentLogWriter
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 _DOMAINS = iter(range(232 - 4 * (os.getpid() % 19) - 4, 232))  # 4 ids per process
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # a dataclass in the example looks its module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def synthetic_log(folder, ticks=400, dt=0.002):
@@ -66,7 +56,7 @@ def test_view_plots_a_deployment_log_headless(tmp_path, capsys):
     from viz import deployment_plots
 
     expected = synthetic_log(tmp_path / "run")
-    out = _load("view").main(["--log", str(tmp_path / "run"), "--no-viewer",
+    out = load_example("view").main(["--log", str(tmp_path / "run"), "--no-viewer",
                               "--export-html", str(tmp_path / "replay.html")])  # fmt: skip
     for name, value in expected.items():
         assert out["errors"][name] == pytest.approx(value, abs=1e-12), name
@@ -87,7 +77,7 @@ def test_view_plots_a_deployment_log_headless(tmp_path, capsys):
     np.testing.assert_allclose(truth.q[:, 2], 0.32)
     assert estimate.dt == pytest.approx(0.02)
     with pytest.raises(SystemExit):  # neither a trajectory nor a log
-        _load("view").main(["--no-viewer"])
+        load_example("view").main(["--no-viewer"])
 
 
 def test_deploy_go2_writes_its_log_while_it_runs(tmp_path):
@@ -97,7 +87,7 @@ def test_deploy_go2_writes_its_log_while_it_runs(tmp_path):
     then the stand-up from the software's request), and the summary."""
     pytest.importorskip("cyclonedds")
     pytest.importorskip("mujoco")
-    deploy = _load("deploy_go2")
+    deploy = load_example("deploy_go2")
     folder = tmp_path / "log"
     summary, result = deploy.run("stand", seconds=1.5, domain=next(_DOMAINS), estimator="off",
                                  state_timeout=0.3, log_folder=str(folder))  # fmt: skip
@@ -131,7 +121,7 @@ def deploy_with_the_estimator(tmp_path, controller: str, seconds: float, load: i
     pytest.importorskip("mujoco")
     from viz import deployment_plots
 
-    summary = _load("deploy_go2").main(
+    summary = load_example("deploy_go2").main(
         ["--controller", controller, "--velocity", "0.5", "--seconds", str(seconds),
          "--estimator", "on", "--domain", str(next(_DOMAINS)), "--state-timeout", "0.3",
          "--log", str(tmp_path / "log"), "--out", str(tmp_path), "--load", str(load)]

@@ -2,17 +2,15 @@
 over DDS against the simulated Go2 in real time, its sticks held by the simulator
 (`--sim-sticks`), forward, then sideways, then turning, then released (slow)."""
 
-import importlib.util
 import os
-import sys
 
 import numpy as np
 import pytest
+from bench_helpers import load_example
 
 from hardware.deployment_log import DeploymentLog
 from hardware.steering import STICK_DEADBAND, CommandBox, stick_fractions
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 _DOMAINS = iter(range(120 - 2 * (os.getpid() % 19) - 2, 120))  # 2 ids per process
 # (T [s] from the first command, D [s], lx, rx, ry, ly): forward; right (vy < 0); turning
 # counter-clockwise (rx < 0: yaw_rate > 0); then released until the end
@@ -21,14 +19,6 @@ HOLDS = ((5.0, 5.0, 0.0, 0.0, 0.0, 0.6), (10.0, 5.0, 0.8, 0.0, 0.0, 0.0),
 SETTLE = 1.5  # [s] after the command reached its target, not counted in the tracking
 LINEAR_TOLERANCE, YAW_TOLERANCE = 0.15, 0.3  # [m/s], [rad/s] of the mean velocity
 STAND_SPEED = 0.1  # [m/s] largest mean horizontal speed once released
-
-
-def load_example(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # a dataclass in the example looks its module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def settled_window(t, commands, target, settle=SETTLE):
