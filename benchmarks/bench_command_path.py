@@ -429,22 +429,11 @@ def deployment_run(ticks: int, domain: int, sim: bool, messages: list | None, lo
     controller thread and the LowCmds sent by `Go2Robot`'s writer thread. Returns
     `{part: stats_us}` and the run's facts."""
     import dynamics
-    from hardware import control_loop
     from hardware.command_process import SharedCommandController
-    from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
-    from hardware.go2.robot import Go2Robot
-    from hardware.interface import JointMap, VelocityCommand
-    from hardware.safety import SafetyConfig, SafetyLayer
-    from hardware.steering import GatedSource, make_steering
-    from learning.deployment import startup, tour_ramp
-    from learning.go2_command_path import (
-        RESET_TIMEOUT,
-        SWITCH_INTERVAL,
-        WALK_AFTER,
-        estimator_probe,
-        make_estimated_robot,
-        truth_probe,
-    )
+    from hardware.interface import JointMap
+    from hardware.safety import SafetyConfig
+    from learning.deployment import tour_ramp
+    from learning.go2_command_path import RESET_TIMEOUT, SWITCH_INTERVAL, Go2PathSpec, go2_path
     from learning.go2_deployment import (
         SETTLE_AFTER_STAND_UP,
         command_box,
@@ -460,47 +449,34 @@ def deployment_run(ticks: int, domain: int, sim: bool, messages: list | None, lo
     config = dataclasses.replace(config, command_timeout=0.3, measurement_timeout=0.1)
     box = command_box("policy", str(POLICY))
     accel, yaw_accel = tour_ramp(box.ranges())
+    spec = Go2PathSpec(
+        domain=domain, interface="lo", lockstep=False, ground_truth=sim, state_timeout=0.1,
+        release_sport_mode=False, estimator="on", estimator_settings={}, stand_up=stand_up,
+        auto_start=True, controller_after=stand_up + SETTLE_AFTER_STAND_UP,
+        required_inputs=controller_inputs("policy", str(POLICY)), steer="fixed",
+        box=box.ranges(), velocity=WALK_VELOCITY, accel=accel, yaw_accel=yaw_accel,
+        cmd_vel_topic="cmd_vel", safety=config, duration=ticks * COMMAND_DT,
+        control_dt=control_dt, command_dt=COMMAND_DT, log_folder=log_folder,
+        header={"robot": "go2", "benchmark": "command_path"},
+        connect_timeout=2.0 if sim else 0.0,
+    )  # fmt: skip
     apart = link is not None
     controller = SharedCommandController(link, reset_timeout=RESET_TIMEOUT) if apart else policy
     with contextlib.ExitStack() as stack:
         if apart:
             stack.enter_context(switch_interval(SWITCH_INTERVAL))
-        go2 = Go2Robot(joint_map, domain=domain, interface="lo", command_timeout=0.3,
-                       max_command_age=0.3, state_timeout=0.1, ground_truth=sim,
-                       connect_timeout=2.0 if sim else 0.0, writer_thread=not apart)  # fmt: skip
-        stack.callback(go2.close)
-        robot, _ = make_estimated_robot(go2, {})
-        started = startup(
-            controller, joint_map, stand_duration=stand_up, auto=True,
-            controller_after=stand_up + SETTLE_AFTER_STAND_UP,
-            required_inputs=controller_inputs("policy", str(POLICY)),
-            buttons=lambda: go2.buttons, backend=type(go2).__name__,
-        )  # fmt: skip
-        source = make_steering("fixed", box, fixed=VelocityCommand(WALK_VELOCITY),
-                               remote=go2.wireless_remote, participant=go2.participant,
-                               accel=accel, yaw_accel=yaw_accel)  # fmt: skip
-        steering = GatedSource(source, lambda t: started.walking(t, WALK_AFTER))
-        probes = {"startup": lambda: {"phase": started.sequence.phase.value},
-                  "steering": lambda: {"command": steering.command.as_array()}}  # fmt: skip
-        if sim:
-            probes["truth"] = truth_probe(go2)
-        probes["estimator"] = estimator_probe(robot)
-        log = DeploymentLogWriter(log_folder, {"robot": "go2", "benchmark": "command_path"})
-        stack.callback(log.close)
-        safety = SafetyLayer(joint_map, config)
-        recorder = RecordingRobot(robot, log, safety=safety, probes=probes)
+        path = stack.enter_context(go2_path(controller, spec, writer_thread=not apart))
+        go2 = path.go2
         fed = None
         if messages is not None:  # from now on: the replay must outlast the run
             fed = stack.enter_context(publishing(go2.participant, messages))
         before = dict(go2.counters)
-        with instrumented(go2, robot.estimator, safety, recorder) as raw:
-            result = control_loop.run(
-                recorder, started, safety, duration=ticks * COMMAND_DT, control_dt=control_dt,
-                command_dt=COMMAND_DT, start_timeout=5.0, on_tick=started.on_tick,
-                command_source=steering,
-            )  # fmt: skip
-            log.close()  # its last (shorter) chunk, timed too
+        with instrumented(go2, path.robot.estimator, path.safety, path.recorder) as raw:
+            result = path.run(spec)
+            path.log.close()  # its last (shorter) chunk, timed too
         counted = {k: go2.counters[k] - before[k] for k in ("states", "sent")}
+    started = path.started
+    robot = path.robot
     writer = go2.timing.summary() if go2.threaded else None  # its thread stopped at `close`
     loop = result.timing["command"]
     parts = {k: stats_us(v) for k, v in part_samples(raw).items()}

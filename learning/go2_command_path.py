@@ -15,6 +15,7 @@ run's summary.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -47,7 +48,8 @@ class Go2PathSpec:
     `controller_after` [s] or None, `required_inputs`), the steering (`steer`, `box` ranges,
     `velocity` [m/s], `accel` [m/s^2], `yaw_accel` [rad/s^2], `cmd_vel_topic`), the safety
     layer's `safety` config, the loop's `duration`, `control_dt`, `command_dt` [s], and the
-    deployment log's `log_folder` and `header`."""
+    deployment log's `log_folder` and `header`, and the `connect_timeout` [s] for the first
+    LowState (0: do not wait, for a caller that starts the robot's side afterwards)."""
 
     domain: int
     interface: str | None
@@ -73,6 +75,7 @@ class Go2PathSpec:
     command_dt: float
     log_folder: str
     header: dict
+    connect_timeout: float = 2.0
 
 
 def make_estimated_robot(robot, estimator_settings: dict):
@@ -128,11 +131,45 @@ def serve_go2_path(link, spec: Go2PathSpec) -> dict:
     return serve_go2(controller, spec, writer_thread=False)
 
 
-def serve_go2(controller, spec: Go2PathSpec, *, writer_thread: bool = True) -> dict:
-    """Run the high-rate path around `controller` for `spec.duration` [s] (module docstring);
-    `writer_thread`: the backend's own LowCmd thread (else one LowCmd per command tick).
-    Returns `{"result": control_loop.LoopResult, "summary": its part of the run's summary}`.
-    The deployment log is closed with that part (`hardware.deployment_log`)."""
+@dataclasses.dataclass
+class Go2Path:
+    """The high-rate path `go2_path` assembled: the backend `go2` (`Go2Robot` or
+    `LockstepGo2Robot`), the `robot` the loop reads (`go2`, or its `EstimatedRobot` when
+    `use_estimator`), the start-up sequence `started` around the controller, the steering
+    (`source`, gated as `steering` until `WALK_AFTER` s into the controller phase), the
+    `safety` layer, the deployment `log` and the `recorder` that writes it."""
+
+    go2: object
+    robot: object
+    use_estimator: bool
+    started: object
+    source: object
+    steering: GatedSource
+    safety: SafetyLayer
+    log: object
+    recorder: object
+
+    def run(self, spec: Go2PathSpec) -> control_loop.LoopResult:
+        """`hardware.control_loop.run` of this path for `spec.duration` [s]."""
+        return control_loop.run(
+            self.recorder, self.started, self.safety, duration=spec.duration,
+            control_dt=spec.control_dt, command_dt=spec.command_dt, start_timeout=5.0,
+            on_tick=self.started.on_tick, command_source=self.steering,
+        )  # fmt: skip
+
+    def close_link(self) -> None:
+        """Close the steering's cmd_vel reader (if any), then the robot and its participant
+        (the LowCmd writer thread stops); safe to call twice."""
+        if hasattr(self.source, "close"):
+            self.source.close()
+        self.go2.close()
+
+
+@contextlib.contextmanager
+def go2_path(controller, spec: Go2PathSpec, *, writer_thread: bool = True):
+    """The high-rate path around `controller` (`Go2Path`, module docstring), closed on exit:
+    the link, and the log with whatever summary it has (an interrupted run keeps what was
+    written). `writer_thread`: the backend's own LowCmd thread (else one LowCmd per write)."""
     from hardware.deployment_log import DeploymentLogWriter, RecordingRobot
     from hardware.go2 import conversions
     from hardware.go2.robot import Go2Robot, LockstepGo2Robot
@@ -140,13 +177,13 @@ def serve_go2(controller, spec: Go2PathSpec, *, writer_thread: bool = True) -> d
     joint_map = JointMap.from_model(dynamics.load_robot("go2"))
     kwargs = dict(domain=spec.domain, interface=spec.interface, command_timeout=0.3,
                   max_command_age=0.3, release_sport_mode=spec.release_sport_mode,
-                  ground_truth=spec.ground_truth)  # fmt: skip
+                  ground_truth=spec.ground_truth, connect_timeout=spec.connect_timeout)  # fmt: skip
     if spec.lockstep:
         go2 = LockstepGo2Robot(joint_map, **kwargs)
     else:
         go2 = Go2Robot(joint_map, state_timeout=spec.state_timeout, writer_thread=writer_thread,
                        **kwargs)  # fmt: skip
-    log = source = None
+    source = log = None
     try:
         use_estimator = spec.estimator == "on" or (spec.estimator == "auto" and go2.sport is None)
         robot, estimator_settings = go2, spec.estimator_settings
@@ -176,34 +213,35 @@ def serve_go2(controller, spec: Go2PathSpec, *, writer_thread: bool = True) -> d
         log = DeploymentLogWriter(spec.log_folder, header)
         safety = SafetyLayer(joint_map, spec.safety)
         recorder = RecordingRobot(robot, log, safety=safety, probes=probes)
-        result = control_loop.run(
-            recorder, started, safety, duration=spec.duration, control_dt=spec.control_dt,
-            command_dt=spec.command_dt, start_timeout=5.0, on_tick=started.on_tick,
-            command_source=steering,
-        )  # fmt: skip
+        yield Go2Path(go2, robot, use_estimator, started, source, steering, safety, log,
+                      recorder)  # fmt: skip
+    finally:
+        if source is not None and hasattr(source, "close"):
+            source.close()
+        go2.close()
+        if log is not None:
+            log.close(log.summary)
+
+
+def serve_go2(controller, spec: Go2PathSpec, *, writer_thread: bool = True) -> dict:
+    """Run the high-rate path (`go2_path`) around `controller` for `spec.duration` [s];
+    returns `{"result": control_loop.LoopResult, "summary": its part of the run's summary}`.
+    The deployment log is closed with that part (`hardware.deployment_log`)."""
+    with go2_path(controller, spec, writer_thread=writer_thread) as path:
+        result = path.run(spec)
+        started = path.started
         began = started.controller_started
         summary = {
-            "estimator": use_estimator,
+            "estimator": path.use_estimator,
             "startup": [(round(tr.t, 3), tr.source.value, tr.target.value, tr.reason, tr.accepted)
                         for tr in started.sequence.transitions],
             "controller_started_s": began,
-            "steering_counters": steering.counters,
+            "steering_counters": path.steering.counters,
             "average_speed_m_per_s": float("nan") if began is None else
             control_loop.average_speed(result.log, after=began + WALK_AFTER + 1.0),
-            "backend": go2.status(), "log_probe_failures": recorder.probe_failures,
+            "backend": path.go2.status(), "log_probe_failures": path.recorder.probe_failures,
         }  # fmt: skip
-        _close_link(source, go2)  # the LowCmd writer thread stops: its timing is complete
-        summary["lowcmd_writer_timing"] = go2.timing.summary()
-        log.close(summary)
-        return {"result": result, "summary": summary}
-    finally:
-        _close_link(source, go2)
-        if log is not None:
-            log.close(log.summary)  # an interrupted run: what was written stays
-
-
-def _close_link(source, go2) -> None:
-    """Close the steering's cmd_vel reader (if any), then the robot and its participant."""
-    if source is not None and hasattr(source, "close"):
-        source.close()
-    go2.close()
+        path.close_link()  # the LowCmd writer thread stops: its timing is complete
+        summary["lowcmd_writer_timing"] = path.go2.timing.summary()
+        path.log.close(summary)
+    return {"result": result, "summary": summary}
