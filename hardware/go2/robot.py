@@ -264,18 +264,11 @@ class Go2Robot:
     # ------------------------------------------------------------- the 500 Hz writer
     def _write_loop(self) -> None:
         deadline = time.perf_counter()
-        msg = new_lowcmd()
         while self._running:
             delay = deadline - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            start = time.perf_counter()
-            command = self._active_command(start)
-            if command is not None:
-                lowcmd_from_command(command, self.perm, msg)  # the CRC is set last
-                self.cmd_writer.write(msg)
-                self.counters["sent"] += 1
-                self.timing.record(start, time.perf_counter() - start, deadline)
+            self._send_now(deadline)
             deadline += self.period
             if time.perf_counter() - deadline > self.period:  # late: no burst to catch up
                 skipped = int((time.perf_counter() - deadline) // self.period)
@@ -318,14 +311,15 @@ class Go2Robot:
         if not self.threaded:
             self._send_now()
 
-    def _send_now(self) -> None:
-        """Send the drivers' active command as one LowCmd (no writer thread)."""
+    def _send_now(self, scheduled: float | None = None) -> None:
+        """Send the drivers' active command as one LowCmd (the CRC set last), timed against
+        `scheduled` (the writer thread's deadline; None: a `write` without the thread)."""
         start = time.perf_counter()
         command = self._active_command(start)
         if command is not None:
             self.cmd_writer.write(lowcmd_from_command(command, self.perm, self._msg))
             self.counters["sent"] += 1
-            self.timing.record(start, time.perf_counter() - start)
+            self.timing.record(start, time.perf_counter() - start, scheduled)
 
     def take_samples(self) -> list:
         """Every valid `Measurement` that arrived since the last call, oldest first (at most
@@ -397,7 +391,6 @@ class LockstepGo2Robot(Go2Robot):
         self.step_timeout = step_timeout
         self.resend_every = resend_every
         self.step_writer = make_writer(self.participant, TOPIC_STEP, msgs.Step_)
-        self._msg = new_lowcmd()
 
     def _stamp(self, msg, now: float) -> float:
         if isinstance(msg, msgs.LowState_):
