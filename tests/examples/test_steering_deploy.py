@@ -106,7 +106,8 @@ def test_the_shipped_policy_follows_twists_on_cmd_vel(tmp_path):
             "--estimator", "off", "--domain", str(domain), "--state-timeout", "0.3",
             "--log", str(tmp_path / "log"), "--out", str(tmp_path)]  # fmt: skip
     publisher = subprocess.Popen(
-        [sys.executable, "-c", TWIST_PUBLISHER, str(domain), json.dumps(TWISTS)], cwd=ROOT,
+        [sys.executable, "-c", TWIST_PUBLISHER, str(domain), json.dumps(TWISTS)],
+        cwd=ROOT,
         stderr=subprocess.PIPE,
     )
     try:
