@@ -39,21 +39,22 @@ SETTINGS = (  # (label, optimisation flags, one translation unit); the first is 
 
 def measure(robot: str, setting, iterations: int) -> dict:
     """Build seconds and median FDDP iteration [ms] of one setting, in a fresh library folder."""
+    from native import c_library
     from trajopt.engine import generated_code
     from trajopt.gaits import make_problem
     from trajopt.solver import solve
 
     label, optimisation, one_unit = setting
-    flags = (*optimisation, *generated_code.MACHINE_FLAGS)
+    flags = (*optimisation, *c_library.MACHINE_FLAGS)
     with tempfile.TemporaryDirectory(prefix="diffloco-bench-build-") as cache:
         os.environ["DIFFLOCO_CACHE_DIR"] = cache
         generated_code.unload_all()
         problem = make_problem(robot, "trot", 0.5, duration=0.5, derivatives="compiled")
         functions = generated_code.knot_functions(problem)
-        before = len(generated_code.builds())
+        before = len(c_library.builds())
         started = time.perf_counter()
         generated_code.compile_library(functions, flags, one_unit=one_unit)
-        build = generated_code.builds()[before]
+        build = c_library.builds()[before]
         assert not build.cached
         seconds = time.perf_counter() - started
         saved = generated_code.COMPILER_FLAGS

@@ -48,7 +48,7 @@ from hardware.interface import JointMap, VelocityCommand
 from hardware.pose import PoseController
 from hardware.safety import SafetyConfig, SafetyLayer
 from hardware.timing import format_summary
-from trajopt.engine import generated_code
+from native import c_library
 from trajopt.problem import DERIVATIVES
 
 
@@ -229,9 +229,9 @@ def main(argv=None):
     elif args.solver_core == "none":
         args.solver_core = None
     if args.derivatives == "compiled" and args.controller == "mpc" and not args.lockstep:
-        if not generated_code.compiler_available():
+        if not c_library.compiler_available():
             parser.error(f"--derivatives compiled needs a C compiler "
-                         f"({generated_code.compiler()!r} was not found: install gcc or set CC), "
+                         f"({c_library.compiler()!r} was not found: install gcc or set CC), "
                          "or use --derivatives implicit")
     if args.lookahead != "auto":
         try:

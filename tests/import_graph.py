@@ -14,19 +14,22 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("dynamics", "contact", "hardware", "trajopt", "controllers", "learning", "viz")
+PACKAGES = (
+    "native", "dynamics", "contact", "hardware", "trajopt", "controllers", "learning", "viz",
+)  # fmt: skip
 
 # What each package may import (besides itself): the layers
-# dynamics -> contact -> {hardware, trajopt} -> controllers -> learning; viz draws any of them
-# and nothing imports viz.
+# native -> dynamics -> contact -> {hardware, trajopt} -> controllers -> learning; viz draws any
+# of them and nothing imports viz.
 ALLOWED = {
-    "dynamics": set(),
-    "contact": {"dynamics"},
-    "hardware": {"dynamics", "contact"},
-    "trajopt": {"dynamics", "contact"},
-    "controllers": {"dynamics", "contact", "hardware", "trajopt"},
-    "learning": {"dynamics", "contact", "hardware", "trajopt", "controllers"},
-    "viz": {"dynamics", "contact", "hardware", "trajopt", "controllers", "learning"},
+    "native": set(),
+    "dynamics": {"native"},
+    "contact": {"native", "dynamics"},
+    "hardware": {"native", "dynamics", "contact"},
+    "trajopt": {"native", "dynamics", "contact"},
+    "controllers": {"native", "dynamics", "contact", "hardware", "trajopt"},
+    "learning": {"native", "dynamics", "contact", "hardware", "trajopt", "controllers"},
+    "viz": {"native", "dynamics", "contact", "hardware", "trajopt", "controllers", "learning"},
 }
 
 

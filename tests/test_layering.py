@@ -1,5 +1,5 @@
-"""The packages are layers: `dynamics -> contact -> {hardware, trajopt} -> controllers ->
-learning`, each importing only the layers before it; `viz` draws any of them and nothing imports
+"""The packages are layers: `native -> dynamics -> contact -> {hardware, trajopt} -> controllers
+-> learning`, each importing only the layers before it; `viz` draws any of them and nothing imports
 it (`import_graph.ALLOWED`).
 
 Read from the sources (`tests/import_graph.py`, AST): every import anywhere in a module, inside
@@ -21,7 +21,7 @@ from import_blocker import blocking_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LAYERS = ("dynamics", "contact", "trajopt")
+LAYERS = ("native", "dynamics", "contact", "trajopt")
 ABOVE = ("hardware", "controllers", "learning", "viz")  # never imported by any of LAYERS
 
 
@@ -115,7 +115,7 @@ HARDWARE_SCRIPT = """
 import importlib, json, pkgutil
 import hardware as hardware
 
-OURS = ("controllers", "dynamics", "contact", "hardware", "learning", "trajopt", "viz")
+OURS = ("controllers", "native", "dynamics", "contact", "hardware", "learning", "trajopt", "viz")
 names = [info.name for info in pkgutil.walk_packages(hardware.__path__, "hardware.")]
 loaded = []
 for name in names:

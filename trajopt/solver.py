@@ -17,8 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from native import c_library
+
 from . import problem as P
-from .engine import fddp, generated_code, knot_backends
+from .engine import fddp, knot_backends
 from .engine.compile_cache import enable_persistent_cache
 from .engine.solve_result import SolveResult
 from .trajectory import Trajectory
@@ -37,9 +39,9 @@ def default_derivatives() -> P.ProblemDerivatives:
     """The derivatives "compiled" where the system's C compiler is found
     (`trajopt.engine.generated_code`), otherwise "implicit" (the same derivatives in JAX), with a
     note that says so."""
-    if generated_code.compiler_available():
+    if c_library.compiler_available():
         return "compiled"
-    print(f"note: no C compiler ({generated_code.compiler()}): FDDP runs in JAX "
+    print(f"note: no C compiler ({c_library.compiler()}): FDDP runs in JAX "
           "(derivatives='implicit'), slower per iteration")  # fmt: skip
     return "implicit"
 
@@ -127,7 +129,7 @@ def solve(
         raise ValueError(f"max_iterations must be >= 0, got {max_iterations}")
     if fddp.check_linearize_threads(linearize_threads) == 2 and solver != "fddp":
         raise ValueError(f"linearize_threads=2 is FDDP's; solver {solver!r} takes 1")
-    builds_before = len(generated_code.builds())
+    builds_before = len(c_library.builds())
     xs, us = initial_guess(problem, init, guess)
     if solver == "fddp":
         xs_in = xs if shooting == "multiple" else None
@@ -159,8 +161,8 @@ def solve(
 
 
 def _builds_since(count: int, verbose: bool) -> list[dict]:
-    """`generated_code.build_rows(count)`, printed when `verbose`."""
-    rows = generated_code.build_rows(count)
+    """`c_library.build_rows(count)`, printed when `verbose`."""
+    rows = c_library.build_rows(count)
     for row in rows if verbose else ():
         units = row["units"]
         how = "found built" if row["cached"] else (

@@ -41,9 +41,9 @@ ROBOTS = ("go1", "hyq")
 
 
 def derivatives() -> str:
-    from trajopt.engine import generated_code
+    from native import c_library
 
-    return "compiled" if generated_code.compiler_available() else "unrolled"
+    return "compiled" if c_library.compiler_available() else "unrolled"
 
 
 def up_z(quat_xyzw) -> np.ndarray:

@@ -154,9 +154,9 @@ def test_the_mpc_trots_in_real_time_over_dds_with_the_estimator(tmp_path):
     """The real-time MPC (solver process on its own core, one FDDP iteration per cycle, the
     compiled derivatives, the lookahead: deploy_network.py's configuration), 10 s, with
     `deploy_with_the_estimator`'s checks, and no solver error."""
-    from trajopt.engine import generated_code
+    from native import c_library
 
-    if not generated_code.compiler_available():
+    if not c_library.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")
     m = deploy_with_the_estimator(tmp_path, "mpc", 10.0)["mpc"]
     keys = ("cycles", "median_s", "p99_s", "overruns", "plan_age_median_s", "plan_age_p99_s",
@@ -180,9 +180,9 @@ def test_the_mpc_degrades_but_walks_beside_a_busy_process_per_core(tmp_path):
     """The real-time MPC as `test_the_mpc_trots_in_real_time_over_dds_with_the_estimator`
     with two busy processes beside it: slower replanning, reported in the plan ages and the
     lookahead, and `deploy_with_the_estimator`'s checks (no fall, no damping)."""
-    from trajopt.engine import generated_code
+    from native import c_library
 
-    if not generated_code.compiler_available():
+    if not c_library.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")
     m = deploy_with_the_estimator(tmp_path, "mpc", 10.0, load=2)["mpc"]
     keys = ("cycles", "median_s", "plan_age_median_s", "plan_age_max_s", "lookahead_median_s",

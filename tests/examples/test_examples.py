@@ -255,9 +255,9 @@ def test_the_mpc_trots_in_real_time_at_50_hz_over_the_network_for_10_s(tmp_path)
     of 20 runs and every run's calves exceeded 1.2x their limits (BENCHMARKS.md, "MPC", "real
     time over UDP against MuJoCo")."""
     pytest.importorskip("mujoco")
-    from trajopt.engine import generated_code
+    from native import c_library
 
-    if not generated_code.compiler_available():
+    if not c_library.compiler_available():
         pytest.skip("no C compiler for derivatives='compiled', the example's default")
     walked, runs = 0, []
     for attempt in range(REAL_TIME_ATTEMPTS):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from jax._src import monitoring
 
+from native import c_library
 from trajopt import problem as P
 from trajopt.engine import (
     compiled_iteration,
@@ -31,8 +32,8 @@ from trajopt.solver import initial_guess, solve
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.skipif(
-        not generated_code.compiler_available(),
-        reason=f"no C compiler ({generated_code.compiler()!r}) for the generated code",
+        not c_library.compiler_available(),
+        reason=f"no C compiler ({c_library.compiler()!r}) for the generated code",
     ),
 ]
 
@@ -502,7 +503,7 @@ def test_a_built_library_is_found_again_by_its_recipe_without_its_graph(monkeypa
 
     monkeypatch.setattr(generated_code, "knot_functions", no_graph)
     again = generated_code.substep_functions(problem)
-    assert again.library == first.library and generated_code.builds()[-1].units == 0
+    assert again.library == first.library and c_library.builds()[-1].units == 0
     stiffer = problem.replace_data(gains=np.asarray(problem.data.gains) * 2.0)
     assert generated_code.recipe_key(stiffer) != generated_code.recipe_key(problem)
     monkeypatch.setattr(generated_code, "library_dir", lambda: tmp_path)

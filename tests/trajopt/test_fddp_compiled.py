@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trajopt.engine import compiled_riccati, fddp, generated_code, knot_backends, riccati, shooting
+from native import c_library
+from trajopt.engine import compiled_riccati, fddp, knot_backends, riccati, shooting
 from trajopt.gaits import make_problem
 from trajopt.solver import initial_guess
 
@@ -101,8 +102,8 @@ def structured_linearisation(rng, T=6, nq=5, nu=3, nr=11, nr_T=4):
 
 
 needs_compiler = pytest.mark.skipif(
-    not generated_code.compiler_available(),
-    reason=f"no C compiler ({generated_code.compiler()!r}) for the Riccati pass in C",
+    not c_library.compiler_available(),
+    reason=f"no C compiler ({c_library.compiler()!r}) for the Riccati pass in C",
 )
 
 

@@ -1,15 +1,15 @@
-"""`trajopt.engine.generated_code.build_library`: translation units compiled in parallel and linked
+"""`trajopt.engine.c_library.build_library`: translation units compiled in parallel and linked
 into one library, found again by the hash of their code, every build recorded."""
 
 import ctypes
 
 import pytest
 
-from trajopt.engine import generated_code
+from native import c_library
 
 pytestmark = pytest.mark.skipif(
-    not generated_code.compiler_available(),
-    reason=f"no C compiler ({generated_code.compiler()!r})",
+    not c_library.compiler_available(),
+    reason=f"no C compiler ({c_library.compiler()!r})",
 )
 
 
@@ -24,23 +24,23 @@ def _units(folder, constant: int):
 def test_units_link_into_one_library_found_again_by_their_code(tmp_path, monkeypatch):
     monkeypatch.setenv("DIFFLOCO_CACHE_DIR", str(tmp_path / "cache"))
     units = _units(tmp_path, 3)
-    before = len(generated_code.builds())
-    library = generated_code.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
+    before = len(c_library.builds())
+    library = c_library.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
     lib = ctypes.CDLL(str(library))
     for name in ("twice", "plus_constant"):  # both units' symbols, in one library
         getattr(lib, name).restype = ctypes.c_double
         getattr(lib, name).argtypes = [ctypes.c_double]
     assert lib.twice(1.5) == 3.0 and lib.plus_constant(1.5) == 4.5
-    first = generated_code.builds()[before]
+    first = c_library.builds()[before]
     assert (first.library, first.cached, first.units) == (library, False, 2)
     assert first.seconds > 0.0
 
-    again = generated_code.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
-    assert again == library and generated_code.builds()[-1].cached  # found, not rebuilt
+    again = c_library.build_library(units, "pair", ("-O1", "-shared", "-fPIC"))
+    assert again == library and c_library.builds()[-1].cached  # found, not rebuilt
 
-    changed = generated_code.build_library(_units(tmp_path, 4), "pair", ("-O1", "-shared", "-fPIC"))
-    assert changed != library and not generated_code.builds()[-1].cached
-    other_flags = generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    changed = c_library.build_library(_units(tmp_path, 4), "pair", ("-O1", "-shared", "-fPIC"))
+    assert changed != library and not c_library.builds()[-1].cached
+    other_flags = c_library.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
     assert other_flags not in (library, changed)
 
 
@@ -51,16 +51,16 @@ def test_a_unit_that_does_not_compile_leaves_no_library(tmp_path, monkeypatch):
     good, bad = _units(tmp_path, 1)
     bad.write_text("double broken(double x) { return x +; }\n")
     with pytest.raises(subprocess.CalledProcessError):
-        generated_code.build_library([good, bad], "broken", ("-O0", "-shared", "-fPIC"))
+        c_library.build_library([good, bad], "broken", ("-O0", "-shared", "-fPIC"))
     assert not list((tmp_path / "cache" / "casadi").glob("broken-*.so"))
 
 
 def test_the_builds_since_a_count_are_reported_as_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("DIFFLOCO_CACHE_DIR", str(tmp_path / "cache"))
-    before = len(generated_code.builds())
+    before = len(c_library.builds())
     units = _units(tmp_path, 5)
-    library = generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
-    generated_code.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
-    rows = generated_code.build_rows(before)
+    library = c_library.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    c_library.build_library(units, "pair", ("-O0", "-shared", "-fPIC"))
+    rows = c_library.build_rows(before)
     assert [(r["library"], r["cached"], r["units"]) for r in rows] == [
         (library.name, False, 2), (library.name, True, 2)]  # fmt: skip

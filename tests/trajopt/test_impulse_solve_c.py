@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from contact import coulomb
+from native import c_library
 from trajopt.engine import generated_code
 
 jax.config.update("jax_enable_x64", True)
 
 pytestmark = pytest.mark.skipif(
-    not generated_code.compiler_available(),
-    reason=f"no C compiler ({generated_code.compiler()!r}) for the generated code",
+    not c_library.compiler_available(),
+    reason=f"no C compiler ({c_library.compiler()!r}) for the generated code",
 )
 
 MU = 0.8

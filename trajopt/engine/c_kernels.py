@@ -1,5 +1,5 @@
 """The hand-written C kernels of `trajopt/` (`riccati.c`, `substep_elimination.c`,
-`fddp_iteration.c`): built once per machine by `generated_code.build_library` (the system's C
+`fddp_iteration.c`): built once per machine by `c_library.build_library` (the system's C
 compiler, `-O3`, cached by a hash of the code, the compiler and the CPU) and loaded with
 `ctypes`, to be called on NumPy buffers.
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import generated_code
+from native import c_library
 
 # -O3: gcc vectorises the kernels' row updates only from -O3 (about three times faster)
-FLAGS = ("-O3", *generated_code.MACHINE_FLAGS)
+FLAGS = ("-O3", *c_library.MACHINE_FLAGS)
 DOUBLES = np.ctypeslib.ndpointer(dtype=np.float64, flags="C_CONTIGUOUS")
 INTS = np.ctypeslib.ndpointer(dtype=np.int32, flags="C_CONTIGUOUS")
 
@@ -30,11 +30,11 @@ INTS = np.ctypeslib.ndpointer(dtype=np.int32, flags="C_CONTIGUOUS")
 def _library(name: str, after: tuple[str, ...] = ()) -> ctypes.CDLL:
     sources = [Path(__file__).with_name(f"{stem}.c") for stem in (*after, name)]
     if not after:
-        return ctypes.CDLL(str(generated_code.build_library(sources[0], name, FLAGS)))
+        return ctypes.CDLL(str(c_library.build_library(sources[0], name, FLAGS)))
     with tempfile.TemporaryDirectory(prefix="diffloco-kernel-") as scratch:
         joined = Path(scratch, f"{name}.c")
         joined.write_text("\n".join(source.read_text() for source in sources))
-        return ctypes.CDLL(str(generated_code.build_library(joined, name, FLAGS)))
+        return ctypes.CDLL(str(c_library.build_library(joined, name, FLAGS)))
 
 
 def load(name: str, signatures: dict, after: tuple[str, ...] = ()) -> ctypes.CDLL:

@@ -21,27 +21,15 @@ The same folder's `programs/` holds the FDDP functions' traced programs
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
 import jax
 
-ENV_VAR = "DIFFLOCO_CACHE_DIR"
-DEFAULT_DIR = Path("~/.cache/diffloco/jax")
+from native.cache_folder import ENV_VAR, cache_dir  # noqa: F401 (ENV_VAR: for callers)
+
 MIN_COMPILE_TIME_S = 0.5
-_OFF = ("", "0", "off", "none", "false", "no")
 _STATE: dict = {"enabled": False, "dir": None}
-
-
-def cache_dir() -> Path | None:
-    """The folder `DIFFLOCO_CACHE_DIR` asks for (default `~/.cache/diffloco/jax`), None if off."""
-    value = os.environ.get(ENV_VAR)
-    if value is None:
-        return DEFAULT_DIR.expanduser()
-    if value.strip().lower() in _OFF:
-        return None
-    return Path(value).expanduser()
 
 
 def enable_persistent_cache() -> Path | None:

@@ -2,12 +2,10 @@
 on NumPy buffers.
 
 `substep_functions(problem)` builds the CasADi functions of `trajopt.engine.casadi_knots` at the
-problem's step parameters, terrain and PD gains, generates a C file for each, compiles them in
-parallel with the system's C compiler (`CC`, default `gcc`) into one shared library in
-`library_dir()` (`<DIFFLOCO_CACHE_DIR>/casadi/`, or a private temporary folder when that cache
-is off), named by a hash of the code, the compiler, its flags and the CPU, and loads it
-(`casadi.external`). Every build is recorded with its seconds and whether it was found built
-(`builds()`). The last `MAX_LOADED` libraries stay loaded.
+problem's step parameters, terrain and PD gains, generates a C file for each, compiles them
+into one shared library (`native.c_library.build_library`: in parallel, cached by a hash of the
+code, the compiler, its flags and the CPU; its names are imported here for the callers of this
+module) and loads it (`casadi.external`). The last `MAX_LOADED` libraries stay loaded.
 """
 
 from __future__ import annotations
@@ -17,157 +15,37 @@ import functools
 import hashlib
 import json
 import os
-import platform
-import shutil
-import subprocess
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import casadi as ca
 import numpy as np
 
 from dynamics.casadi_functions import numpy_model
+from native.c_library import (
+    MACHINE_FLAGS,
+    Build,
+    build_library,
+    compiler,
+    cpu_identity,
+    library_dir,
+    record_build,
+)
 
 from .. import problem as P
-from . import casadi_knots, compile_cache
+from . import casadi_knots
 from .casadi_model import plane_of, step_parameters
 from .fingerprint import model_fingerprint
 from .program_cache import source_hash
 
-# -march=native: the derivative code runs much faster with it (`benchmarks/bench_derivatives.py`);
-# the library's key includes the CPU, so a shared cache folder never hands it to another processor.
-MACHINE_FLAGS = ("-march=native", "-shared", "-fPIC")
 # -O2, not -O1: -O1 builds faster and its FDDP iteration runs slower; a build is paid once per
 # robot and cached, an MPC cycle every 20 ms. -fno-gcse: the code's common subexpressions are
 # merged before it is written (`shared_subexpressions`), and gcc's global CSE pass then costs
 # the largest unit a fifth of its compile for no run time (`benchmarks/bench_build.py`,
 # BENCHMARKS.md "Generated C build")
 COMPILER_FLAGS = ("-O2", "-fno-gcse", *MACHINE_FLAGS)
-_LOCK = threading.Lock()
-
-
-def library_dir() -> Path:
-    """Where the compiled libraries live: `<DIFFLOCO_CACHE_DIR>/casadi`, or, with the cache off,
-    a folder of this user's in the temporary directory (mode 0700: a library is code that gets
-    loaded, so the folder must not be writable by others). A library's name is a hash of its
-    code, compiler, flags and CPU, so a stale one is never loaded."""
-    root = compile_cache.cache_dir()
-    if root is not None:
-        return root / "casadi"
-    folder = Path(tempfile.gettempdir()) / f"diffloco-casadi-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    info = folder.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise RuntimeError(f"{folder} is not a private folder of this user: no code loaded from it")
-    return folder
-
-
-def compiler() -> str:
-    """The C compiler the libraries are built with: `CC`, default `gcc`."""
-    return os.environ.get("CC", "gcc")
-
-
-def compiler_available() -> bool:
-    """Whether `compiler()` is on the PATH (derivatives="compiled" needs it at the first use)."""
-    return shutil.which(compiler()) is not None
-
-
-@functools.cache
-def _cpu_identity() -> str:
-    """The processor the code is compiled for (`-march=native`): model name and flags."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
-    return platform.machine() + "".join(sorted(set(lines)))
-
-
-@dataclass(frozen=True)
-class Build:
-    """One `build_library` call: the library, the wall seconds it took, whether it was found
-    already built (`cached`), and the translation units compiled (in parallel)."""
-
-    library: Path
-    seconds: float
-    cached: bool
-    units: int
-
-
-_BUILDS: list[Build] = []  # this process's builds, oldest first
-
-
-def builds() -> tuple[Build, ...]:
-    """Every `build_library` call of this process so far, oldest first (a caller reports the
-    ones its own work made by counting before and after)."""
-    return tuple(_BUILDS)
-
-
-def build_rows(since: int) -> list[dict]:
-    """The builds after the first `since` of `builds()`, as `{"library": file name, "seconds",
-    "cached", "units"}` rows (a report's form)."""
-    return [{"library": b.library.name, "seconds": b.seconds, "cached": b.cached,
-             "units": b.units} for b in _BUILDS[since:]]  # fmt: skip
-
-
-def unload_all() -> None:
-    """Forget the loaded libraries (`substep_functions` builds or finds them again)."""
-    _FUNCTIONS.clear()
-
-
-def build_library(sources, stem: str, flags: tuple[str, ...] = COMPILER_FLAGS) -> Path:
-    """The C file(s) `sources` (a path or a list of paths, each a translation unit) compiled
-    with `flags` into one shared library `<stem>-<hash>.so` in `library_dir()`, where the hash
-    is of the code, the compiler, its flags and the CPU: built once, then found. The units
-    compile in parallel, one compiler process per core, the largest first, then link; each call
-    is recorded (`builds()`).
-    Processes building the same library at once each write a whole file (a unique name in the
-    folder, then an atomic rename)."""
-    started = time.perf_counter()
-    single = isinstance(sources, str | os.PathLike)
-    units = [Path(sources)] if single else [Path(unit) for unit in sources]
-    folder = library_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    cc = compiler()
-    machine = repr((cc, tuple(flags), _cpu_identity())).encode()
-    code = b"".join(u.name.encode() + b"\0" + u.read_bytes() for u in sorted(units))
-    key = hashlib.sha256(code + machine).hexdigest()[:24]
-    library = folder / f"{stem}-{key}.so"
-    with _LOCK:
-        cached = library.exists()
-        if not cached:
-            _compile_and_link(units, library, cc, flags)
-    _BUILDS.append(Build(library, time.perf_counter() - started, cached, len(units)))
-    return library
-
-
-def _compile_and_link(units: list[Path], library: Path, cc: str, flags: tuple) -> None:
-    if not compiler_available():
-        raise RuntimeError(
-            f"derivatives='compiled' needs a C compiler: {cc!r} was not found "
-            "(install gcc or set CC, or use derivatives='implicit')"
-        )
-    compile_flags = tuple(f for f in flags if f != "-shared")
-    with tempfile.TemporaryDirectory(prefix="diffloco-cc-") as scratch:
-        objects = [Path(scratch, f"{k}-{u.stem}.o") for k, u in enumerate(units)]
-        largest_first = sorted(range(len(units)), key=lambda k: -units[k].stat().st_size)
-        with ThreadPoolExecutor(max_workers=max(1, min(len(units), os.cpu_count() or 1))) as pool:
-            jobs = [pool.submit(subprocess.run, [cc, *compile_flags, "-c", "-o", str(objects[k]),
-                                                 str(units[k])], check=True, capture_output=True)
-                    for k in largest_first]  # fmt: skip
-            for job in jobs:
-                job.result()
-        partial = Path(scratch, library.name)
-        subprocess.run([cc, *flags, "-o", str(partial), *map(str, objects), "-lm"],
-                       check=True, capture_output=True)  # fmt: skip
-        handle, staged = tempfile.mkstemp(suffix=".so.part", dir=library.parent)
-        os.close(handle)
-        shutil.copyfile(partial, staged)
-        os.replace(staged, library)
 
 
 IMPULSE_SOLVE_SOURCE = Path(__file__).with_name("impulse_solve.c")
@@ -190,7 +68,8 @@ def impulse_solve_function(contacts: int) -> ca.Function:
     functions' graphs call it, and their generated C calls the same code, compiled into their
     own library (`compile_library(externals=)`)."""
     with tempfile.TemporaryDirectory(prefix="diffloco-cg-") as scratch:
-        library = build_library(impulse_solve_unit(contacts, scratch), "impulse_solve")
+        unit = impulse_solve_unit(contacts, scratch)
+        library = build_library(unit, "impulse_solve", COMPILER_FLAGS)
     return ca.external(f"impulse_solve_{contacts}", str(library))
 
 
@@ -328,6 +207,11 @@ MAX_LOADED = 8
 _FUNCTIONS: collections.OrderedDict = collections.OrderedDict()
 
 
+def unload_all() -> None:
+    """Forget the loaded libraries (`substep_functions` builds or finds them again)."""
+    _FUNCTIONS.clear()
+
+
 def knot_functions(problem: P.Problem) -> list[ca.Function]:
     """The CasADi functions of `SubstepFunctions` for `problem` at its data's step parameters,
     terrain and gains, in its constructor's order (symbolic: nothing is compiled)."""
@@ -355,7 +239,7 @@ def recipe_key(problem: P.Problem) -> str | None:
     if problem.terms:
         return None
     recipe = repr((library_key(problem), ca.__version__, source_hash(), compiler(),
-                   COMPILER_FLAGS, _cpu_identity())).encode()  # fmt: skip
+                   COMPILER_FLAGS, cpu_identity())).encode()  # fmt: skip
     return hashlib.sha256(recipe + IMPULSE_SOLVE_SOURCE.read_bytes()).hexdigest()[:24]
 
 
@@ -377,7 +261,7 @@ def load_indexed(recipe: str | None) -> tuple[list[ca.Function], Path] | None:
     if not library.exists():
         return None
     functions = [ca.external(name, str(library)) for name in entry["functions"]]
-    _BUILDS.append(Build(library, time.perf_counter() - started, True, 0))
+    record_build(Build(library, time.perf_counter() - started, True, 0))
     return functions, library
 
 
