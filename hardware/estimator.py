@@ -39,12 +39,12 @@ symmetric positive definite):
     e = y - C x+,   S = C P+ C^T + R,   K = P+ C^T S^-1
     x = x+ + K e,   P = (I - K C) P+ (I - K C)^T + K R K^T,   NIS = e^T S^-1 e
 
-Linear algebra: NumPy for the products and LAPACK's `potrf` / `potrs` (through
-`scipy.linalg.lapack`) for `S^-1` (S is symmetric positive definite: one Cholesky
-factorisation gives both the gain and the NIS, cheaper and better conditioned than an inverse
-or an LU). The arrays are small (18, 28): an update is a few dozen BLAS calls, where JAX would
-add a dispatch per call, and what costs is each call's Python overhead, so the update avoids
-NumPy's convenience wrappers (`np.r_`, `np.cross`, per-foot solves) on its path.
+Arithmetic (`EstimatorConfig.arithmetic`): the leg measurements, the prediction and the
+correction run in C (`hardware.estimator_core`, `estimator_filter.c`: the products written for
+the sparse `A` and `C`, a Cholesky factorisation of S for both the gain and the NIS) where a C
+compiler is found, else in NumPy (LAPACK's `potrf` / `potrs` through `scipy.linalg.lapack`).
+The arrays are small (18, 28): in NumPy an update is a few dozen calls whose Python overhead is
+most of its cost, which the 500 Hz path of a deployment pays at every sample.
 
 Contact weights (`StateEstimator.contact_weights`): from `Measurement.foot_force`
 (`ForceContact`: a threshold with hysteresis, a ramp-in after touchdown, a ramp with the
@@ -84,6 +84,7 @@ import scipy.stats
 
 from dynamics.model import Model
 
+from . import estimator_core
 from .interface import GRAVITY, Measurement, RobotMode, rotation_from_quat
 from .leg_kinematics import DEFAULT_BACKEND, leg_kinematics
 
@@ -91,6 +92,7 @@ NFEET = 4
 NX = 6 + 3 * NFEET  # state size
 NY = 7 * NFEET  # measurement size: relative position (3), velocity (3), height (1) per foot
 POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
+ARITHMETIC = ("auto", "c", "numpy")  # `EstimatorConfig.arithmetic`
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ class EstimatorConfig:
     nis_gate_probability: the NIS gate is the chi-square quantile of this probability with
         `NY` degrees of freedom; divergence_updates consecutive NIS above it is a fault.
     kinematics: the `hardware.leg_kinematics` backend.
+    arithmetic: "c" (`hardware.estimator_core`, the filter steps compiled), "numpy", or "auto"
+        (C where a C compiler is found, else NumPy): the same equations either way.
     """
 
     position_process: float = 0.02 / 20.0
@@ -139,8 +143,11 @@ class EstimatorConfig:
     nis_gate_probability: float = 0.9999
     divergence_updates: int = 25
     kinematics: str = DEFAULT_BACKEND
+    arithmetic: str = "auto"
 
     def __post_init__(self):
+        if self.arithmetic not in ARITHMETIC:
+            raise ValueError(f"arithmetic must be one of {ARITHMETIC}, got {self.arithmetic!r}")
         if self.ground not in ("flat", "touchdown"):
             raise ValueError(f"ground must be 'flat' or 'touchdown', got {self.ground!r}")
         if not 0.0 <= self.contact_off <= self.contact_on <= self.full_contact_force:
@@ -342,12 +349,19 @@ class StateEstimator:
         self.force_contact = ForceContact(cfg)
         self.C = measurement_matrix()
         self.nis_gate = float(scipy.stats.chi2.ppf(cfg.nis_gate_probability, NY))
+        self.core = None
+        if cfg.arithmetic == "c" or (cfg.arithmetic == "auto" and estimator_core.available()):
+            row = estimator_core.config_row(cfg, cfg.ground == "touchdown")
+            self.core = estimator_core.CompiledFilter(row, model.nu, self.foot_radius)
+        self.x, self.P, self.ground_height = np.zeros(NX), np.eye(NX), np.zeros(NFEET)
+        if self.core is not None:
+            self.core.bind_state(self.x, self.P, self.ground_height)
         self.reset()
 
     def reset(self) -> None:
         """Forget everything: not started, no fault."""
-        self.x = np.zeros(NX)
-        self.P = np.eye(NX)
+        self.x[:] = 0.0
+        self.P[:] = np.eye(NX)
         self.initialised = False
         self.fault: str | None = None
         self.last_timestamp: float | None = None
@@ -357,7 +371,7 @@ class StateEstimator:
         self.frozen_count = 0
         self.over_gate = 0
         self.was_down = np.zeros(NFEET, dtype=bool)
-        self.ground_height = np.zeros(NFEET)
+        self.ground_height[:] = 0.0
         self.force_contact.reset()
         self.estimate = Estimate(timestamp=float("nan"), valid=False)
 
@@ -431,9 +445,15 @@ class StateEstimator:
                                  f"(bound {cfg.gap_bound * 1e3:.1f} ms)")  # fmt: skip
         rotation = rotation_from_quat(m.base_quat)
         p_foot, jac = self.kinematics(np.asarray(m.joint_q, dtype=float))
-        rel, v_leg = leg_measurements(rotation, np.asarray(m.base_angular_velocity, float),
-                                      p_foot, jac, np.asarray(m.joint_qd, float),
-                                      self.foot_radius)  # fmt: skip
+        gyro, joint_qd = np.asarray(m.base_angular_velocity, float), np.asarray(m.joint_qd, float)
+        if self.core is None:
+            rel, v_leg = leg_measurements(rotation, gyro, p_foot, jac, joint_qd, self.foot_radius)
+        else:
+            core = self.core
+            core.rotation[...], core.gyro[...], core.positions[...] = rotation, gyro, p_foot
+            core.jacobians[...], core.joint_qd[...] = jac, joint_qd
+            core.legs()
+            rel, v_leg = core.rel, core.v_leg
         down = weights >= 0.5
         if not self.initialised:
             if not np.all(down):
@@ -449,9 +469,13 @@ class StateEstimator:
                                 np.full(NFEET, np.nan))  # fmt: skip
         specific_force = np.asarray(m.base_linear_acceleration, dtype=float)
         acceleration = rotation @ specific_force + np.array([0.0, 0.0, -GRAVITY])
-        self._predict(dt, acceleration, weights)
-        self._touchdowns(down)
-        innovation, nis, foot_nis = self._correct(rel, v_leg, weights)
+        if self.core is None:
+            self._predict(dt, acceleration, weights)
+            self._touchdowns(down)
+            innovation, nis, foot_nis = self._correct(rel, v_leg, weights)
+        else:
+            innovation, nis, foot_nis = self._compiled_step(dt, acceleration, rel, v_leg,
+                                                            weights, down)  # fmt: skip
         if not (np.all(np.isfinite(self.x)) and np.all(np.isfinite(self.P))):
             return self._fail(t, "non-finite filter state")
         self.over_gate = self.over_gate + 1 if nis > self.nis_gate else 0
@@ -463,11 +487,11 @@ class StateEstimator:
     # ------------------------------------------------------------- filter steps
     def _initialise(self, rel: np.ndarray) -> None:
         """p = (0, 0, mean height of the base above the contact points), v = 0, c_i below."""
-        self.x = np.zeros(NX)
+        self.x[:] = 0.0
         self.x[2] = float(np.mean(-rel[:, 2]))
         self.x[6:] = (self.x[0:3][None, :] + rel).ravel()
-        self.P = np.diag(np.r_[np.full(3, 1e-6), np.full(3, 1e-4), np.full(12, 1e-6)])
-        self.ground_height = np.zeros(NFEET)
+        self.P[:] = np.diag(np.r_[np.full(3, 1e-6), np.full(3, 1e-4), np.full(12, 1e-6)])
+        self.ground_height[:] = 0.0
         self.initialised = True
         self.over_gate = 0
 
@@ -482,13 +506,23 @@ class StateEstimator:
         q[6:] = np.repeat(cfg.foot_process * inflation, 3)
         p = a @ self.P @ a.T
         p[np.diag_indices(NX)] += dt * q
-        self.P = p
+        self.P[:] = p
+
+    def _compiled_step(self, dt, acceleration, rel, v_leg, weights, down):
+        """`_predict`, `_touchdowns` and `_correct` in C (`hardware.estimator_core`) on
+        `rel`, `v_leg` (already in the core's buffers, from its `legs`)."""
+        core = self.core
+        core.acceleration[...], core.weights[...] = acceleration, weights
+        core.down[...], core.was_down[...] = down, self.was_down
+        core.filter(dt)
+        self.was_down = down
+        return core.innovation.copy(), float(core.nis[0]), core.foot_nis.copy()
 
     def _touchdowns(self, down: np.ndarray) -> None:
         """With `ground="touchdown"`, a foot's ground height is its height at touchdown."""
         if self.config.ground == "touchdown":
             new = down & ~self.was_down
-            self.ground_height = np.where(new, self.x[8::3], self.ground_height)
+            self.ground_height[:] = np.where(new, self.x[8::3], self.ground_height)
         self.was_down = down
 
     def _correct(self, rel, v_leg, weights):
@@ -509,16 +543,16 @@ class StateEstimator:
         s[np.diag_indices(NY)] += r
         factor, info = POTRF(s, lower=1, clean=0)
         if info != 0:  # S not positive definite, P is broken: a non-finite state (a fault)
-            self.x = np.full(NX, np.nan)
+            self.x[:] = np.nan
             return innovation, float("nan"), np.full(NFEET, np.nan)
         rhs = np.empty((NY, NX + 1))
         rhs[:, :NX], rhs[:, NX] = pct.T, innovation
         solved, _ = POTRS(factor, rhs, lower=1)  # S^-1 [C P, e]
         gain, s_inv_e = solved[:, :NX].T, solved[:, NX]  # P C^T S^-1
-        self.x = x + gain @ innovation
+        self.x[:] = x + gain @ innovation
         ikc = np.eye(NX) - gain @ c
         p_new = ikc @ p @ ikc.T + (gain * r) @ gain.T
-        self.P = 0.5 * (p_new + p_new.T)
+        self.P[:] = 0.5 * (p_new + p_new.T)
         e_feet = innovation[FOOT_ROWS]  # (4, 7)
         s_feet = s[FOOT_ROWS[:, :, None], FOOT_ROWS[:, None, :]]  # (4, 7, 7)
         foot_nis = np.einsum("fi,fi->f", e_feet, np.linalg.solve(s_feet, e_feet[..., None])[..., 0])

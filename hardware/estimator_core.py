@@ -1,0 +1,119 @@
+"""The state estimator's per-sample arithmetic in C (`estimator_filter.c`), called on NumPy
+buffers: the leg measurements, then the prediction, the touchdown heights and the Joseph-form
+correction of `hardware.estimator` (whose module docstring has the equations).
+
+    core = CompiledFilter(config_row(config, False), nu, foot_radius)   # built once, then found
+    core.bind_state(x, P, ground)              # (18,), (18, 18), (4,): changed in place
+    core.rotation[...] = R; ...                # copy the inputs into its buffers
+    core.legs()                                # -> core.rel, core.v_leg (4, 3)
+    info = core.filter(dt)                     # -> x, P, ground, core.innovation, nis, foot_nis
+
+The library is built by `native.c_library.build_library` (the system's C compiler, `-O2`,
+cached by a hash of the code, the compiler and the CPU). `available()` says whether a compiler
+is there; the estimator uses the NumPy arithmetic without one.
+
+Inputs, in the buffers of `CompiledFilter`: `rotation (3, 3)` base to world, `gyro (3,)`
+[rad/s] base frame, `positions (4, 3)` and `jacobians (4, 6, nu)` (base frame,
+`hardware.leg_kinematics`), `joint_qd (nu,)`, `acceleration (3,)` [m/s^2] world frame (gravity
+included), `weights (4,)` contact weights, `down`, `was_down (4,)` uint8 stance flags now and
+at the last update. The C takes the buffers' addresses, taken once (a ctypes call with a
+dozen arrays converted per call costs more than the arithmetic).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from native import c_library
+
+NFEET, NX, NY = 4, 18, 28  # as `hardware.estimator` (and `estimator_filter.c`)
+SOURCE = Path(__file__).with_name("estimator_filter.c")
+FLAGS = ("-O2", *c_library.MACHINE_FLAGS)
+CONFIG_FIELDS = ("position_process", "velocity_process", "foot_process", "foot_position_var",
+                 "foot_velocity_var", "foot_height_var", "swing_inflation")  # fmt: skip
+_P = ctypes.c_void_p
+
+
+def available() -> bool:
+    """Whether the C filter can be built here (a C compiler on the PATH)."""
+    return c_library.compiler_available()
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    library = ctypes.CDLL(str(c_library.build_library(SOURCE, "estimator_filter", FLAGS)))
+    library.estimator_legs.restype = None
+    library.estimator_legs.argtypes = [_P, _P, _P, _P, _P, ctypes.c_int, _P, _P, _P]
+    library.estimator_filter.restype = ctypes.c_int
+    library.estimator_filter.argtypes = [ctypes.c_double] + [_P] * 13
+    return library
+
+
+def config_row(config, touchdown_ground: bool) -> np.ndarray:
+    """`(8,)` the C filter's configuration: `CONFIG_FIELDS` of `config` (an `EstimatorConfig`),
+    then 1.0 for `ground="touchdown"`, else 0.0."""
+    return np.array([float(getattr(config, n)) for n in CONFIG_FIELDS] + [float(touchdown_ground)])
+
+
+class CompiledFilter:
+    """The C arithmetic of one `StateEstimator`, with its configuration `config (8,)`
+    (`config_row`), for `nu` joints. It owns the buffers the C reads and writes, their addresses
+    taken once: a caller copies its inputs in (`rotation`, `gyro`, `positions`, `jacobians`,
+    `joint_qd`, `acceleration`, `weights`, `down`, `was_down`), calls, and reads the outputs
+    (`rel`, `v_leg`, `innovation`, `nis`, `foot_nis`); the filter's state (`x`, `P`,
+    `ground`) lives in `StateEstimator`'s arrays, bound by `bind_state` and changed in place."""
+
+    def __init__(self, config: np.ndarray, nu: int, foot_radius):
+        config = np.ascontiguousarray(config, dtype=np.float64)
+        if config.shape != (len(CONFIG_FIELDS) + 1,):
+            raise ValueError(f"config must have shape ({len(CONFIG_FIELDS) + 1},), got "
+                             f"{config.shape}")  # fmt: skip
+        self.config = config
+        self.nu = int(nu)
+        self.rotation, self.gyro = np.zeros((3, 3)), np.zeros(3)
+        self.positions, self.jacobians = np.zeros((NFEET, 3)), np.zeros((NFEET, 6, self.nu))
+        self.joint_qd, self.foot_radius = np.zeros(self.nu), np.array(foot_radius, dtype=float)
+        self.rel, self.v_leg = np.zeros((NFEET, 3)), np.zeros((NFEET, 3))
+        self.acceleration, self.weights = np.zeros(3), np.zeros(NFEET)
+        self.down, self.was_down = np.zeros(NFEET, np.uint8), np.zeros(NFEET, np.uint8)
+        self.innovation, self.nis, self.foot_nis = np.zeros(NY), np.zeros(1), np.zeros(NFEET)
+        if self.foot_radius.shape != (NFEET,):
+            raise ValueError(f"foot_radius must have shape ({NFEET},), got "
+                             f"{self.foot_radius.shape}")  # fmt: skip
+        library = _library()
+        self._legs, self._filter = library.estimator_legs, library.estimator_filter
+        self._legs_args = (*_addresses(self.rotation, self.gyro, self.positions, self.jacobians,
+                                       self.joint_qd), self.nu,
+                           *_addresses(self.foot_radius, self.rel, self.v_leg))  # fmt: skip
+        self._inputs = _addresses(self.acceleration, self.rel, self.v_leg, self.weights,
+                                  self.down, self.was_down, self.config)  # fmt: skip
+        self._outputs = _addresses(self.innovation, self.nis, self.foot_nis)
+        self._state: tuple = ()
+
+    def bind_state(self, x: np.ndarray, p: np.ndarray, ground: np.ndarray) -> None:
+        """The filter's state, changed in place by `filter`: `x (18,)`, `P (18, 18)`,
+        `ground (4,)`, C-contiguous float64."""
+        for a, shape, name in ((x, (NX,), "x"), (p, (NX, NX), "P"), (ground, (NFEET,), "ground")):
+            if a.dtype != np.float64 or a.shape != shape or not a.flags.c_contiguous:
+                raise ValueError(f"{name} must be a C-contiguous float64 array of shape {shape}")
+        self._bound = (x, p, ground)  # kept alive while their addresses are in use
+        self._state = _addresses(x, p, ground)
+
+    def legs(self) -> None:
+        """`rel`, `v_leg` from `rotation`, `gyro`, `positions`, `jacobians`, `joint_qd`."""
+        self._legs(*self._legs_args)
+
+    def filter(self, dt: float) -> int:
+        """One prediction and correction over `dt` [s] (module docstring) on the bound state;
+        0, or 1 when `S` was not positive definite (then `x` is NaN)."""
+        if not self._state:
+            raise RuntimeError("bind_state first: the filter has no state to update")
+        return self._filter(float(dt), *self._inputs, *self._state, *self._outputs)
+
+
+def _addresses(*arrays: np.ndarray) -> tuple[int, ...]:
+    return tuple(a.ctypes.data for a in arrays)

@@ -1,0 +1,226 @@
+/* The state estimator's filter steps in C: the leg measurements, then the prediction, the
+ * touchdown heights and the Joseph-form correction of `hardware/estimator.py` (its module
+ * docstring has the equations; `estimator_core.py` loads this file and says which arrays go
+ * where). Every array is float64, row-major, contiguous.
+ *
+ *   legs:   R (3, 3) base to world, omega (3,) gyro [rad/s] (base), p (4, 3) foot positions
+ *           and J (4, 6, nu) leg Jacobians (base frame), qd (nu,), rho (4,) foot radii
+ *           -> rel (4, 3) = R r_i, v_leg (4, 3) = -R (omega x r_i + J_lin qd + (J_ang qd) x (r_i - p_i))
+ *   filter: x (18,), P (18, 18), ground (4,) updated in place; returns 1 when S is not
+ *           positive definite (P is broken; x is then set to NaN), else 0.
+ */
+#include <math.h>
+#include <string.h>
+
+#define NFEET 4
+#define NX 18
+#define NY 28
+
+/* config: position_process, velocity_process, foot_process, foot_position_var,
+ * foot_velocity_var, foot_height_var, swing_inflation, touchdown_ground (0 or 1) */
+enum { Q_P, Q_V, Q_C, R_P, R_V, R_Z, SWING, TOUCHDOWN, NCONFIG };
+
+void estimator_legs(const double *R, const double *omega, const double *p, const double *J,
+                    const double *qd, int nu, const double *rho, double *rel, double *v_leg) {
+    const double down[3] = {-R[6], -R[7], -R[8]}; /* world -z in the base frame: -R^T e_z */
+    for (int i = 0; i < NFEET; ++i) {
+        double off[3], r[3], lin[3] = {0, 0, 0}, ang[3] = {0, 0, 0}, rv[3];
+        for (int k = 0; k < 3; ++k) {
+            off[k] = rho[i] * down[k];
+            r[k] = p[3 * i + k] + off[k];
+        }
+        const double *Ji = J + (long)i * 6 * nu;
+        for (int k = 0; k < 3; ++k)
+            for (int j = 0; j < nu; ++j) {
+                lin[k] += Ji[k * nu + j] * qd[j];
+                ang[k] += Ji[(3 + k) * nu + j] * qd[j];
+            }
+        rv[0] = omega[1] * r[2] - omega[2] * r[1] + lin[0] + ang[1] * off[2] - ang[2] * off[1];
+        rv[1] = omega[2] * r[0] - omega[0] * r[2] + lin[1] + ang[2] * off[0] - ang[0] * off[2];
+        rv[2] = omega[0] * r[1] - omega[1] * r[0] + lin[2] + ang[0] * off[1] - ang[1] * off[0];
+        for (int k = 0; k < 3; ++k) {
+            rel[3 * i + k] = R[3 * k] * r[0] + R[3 * k + 1] * r[1] + R[3 * k + 2] * r[2];
+            v_leg[3 * i + k] = -(R[3 * k] * rv[0] + R[3 * k + 1] * rv[1] + R[3 * k + 2] * rv[2]);
+        }
+    }
+}
+
+/* Lower Cholesky factor of the n x n SPD `a` in place (upper part left as is); 1 if not SPD. */
+static int cholesky(int n, double *a) {
+    for (int j = 0; j < n; ++j) {
+        double d = a[j * n + j];
+        for (int k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+        if (!(d > 0.0)) return 1;
+        d = sqrt(d);
+        a[j * n + j] = d;
+        for (int i = j + 1; i < n; ++i) {
+            double s = a[i * n + j];
+            for (int k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
+            a[i * n + j] = s / d;
+        }
+    }
+    return 0;
+}
+
+/* b (n,) <- (L L^T)^-1 b for the lower factor L (n x n, row stride n). */
+static void cholesky_solve(int n, const double *l, double *b) {
+    for (int i = 0; i < n; ++i) {
+        double s = b[i];
+        for (int k = 0; k < i; ++k) s -= l[i * n + k] * b[k];
+        b[i] = s / l[i * n + i];
+    }
+    for (int i = n - 1; i >= 0; --i) {
+        double s = b[i];
+        for (int k = i + 1; k < n; ++k) s -= l[k * n + i] * b[k];
+        b[i] = s / l[i * n + i];
+    }
+}
+
+/* Row j of C (28 x 18) as at most two (column, value) entries. */
+static int c_row(int j, int *col, double *val) {
+    if (j < 12) { /* p - c_i */
+        int i = j / 3, k = j % 3;
+        col[0] = k, val[0] = 1.0, col[1] = 6 + 3 * i + k, val[1] = -1.0;
+        return 2;
+    }
+    if (j < 24) { /* v */
+        col[0] = 3 + (j - 12) % 3, val[0] = 1.0;
+        return 1;
+    }
+    col[0] = 8 + 3 * (j - 24), val[0] = 1.0; /* c_i,z */
+    return 1;
+}
+
+static void predict(double dt, const double *acc, const double *inflation, const double *cfg,
+                    double *x, double *P) {
+    for (int k = 0; k < 3; ++k) {
+        x[k] += dt * x[3 + k] + 0.5 * dt * dt * acc[k];
+        x[3 + k] += dt * acc[k];
+    }
+    /* P <- A P A^T, A = I + dt (p += v): rows 0..2 += dt rows 3..5, then the same on columns */
+    for (int k = 0; k < 3; ++k)
+        for (int m = 0; m < NX; ++m) P[k * NX + m] += dt * P[(3 + k) * NX + m];
+    for (int m = 0; m < NX; ++m)
+        for (int k = 0; k < 3; ++k) P[m * NX + k] += dt * P[m * NX + 3 + k];
+    for (int k = 0; k < 3; ++k) {
+        P[k * NX + k] += dt * cfg[Q_P];
+        P[(3 + k) * NX + 3 + k] += dt * cfg[Q_V];
+    }
+    for (int i = 0; i < NFEET; ++i)
+        for (int k = 0; k < 3; ++k) P[(6 + 3 * i + k) * (NX + 1)] += dt * cfg[Q_C] * inflation[i];
+}
+
+int estimator_filter(double dt, const double *acc, const double *rel, const double *v_leg,
+                     const double *w, const unsigned char *down, const unsigned char *was_down,
+                     const double *cfg, double *x, double *P, double *ground,
+                     double *innovation, double *nis, double *foot_nis) {
+    double inflation[NFEET], r[NY], pct[NX * NY], s[NY * NY], s_copy[NY * NY];
+    double kt[NY * NX], sie[NY], ikc[NX * NX], tmp[NX * NX], pn[NX * NX];
+    for (int i = 0; i < NFEET; ++i) inflation[i] = 1.0 + (1.0 - w[i]) * cfg[SWING];
+    predict(dt, acc, inflation, cfg, x, P);
+    if (cfg[TOUCHDOWN] != 0.0)
+        for (int i = 0; i < NFEET; ++i)
+            if (down[i] && !was_down[i]) ground[i] = x[8 + 3 * i];
+    for (int i = 0; i < NFEET; ++i) {
+        for (int k = 0; k < 3; ++k) {
+            const double y_p = -rel[3 * i + k];
+            const double y_v = (1.0 - w[i]) * x[3 + k] + w[i] * v_leg[3 * i + k];
+            innovation[3 * i + k] = y_p - (x[k] - x[6 + 3 * i + k]);
+            innovation[12 + 3 * i + k] = y_v - x[3 + k];
+            r[3 * i + k] = cfg[R_P];
+            r[12 + 3 * i + k] = cfg[R_V] * inflation[i];
+        }
+        const double y_z = w[i] * ground[i] + (1.0 - w[i]) * (x[2] + rel[3 * i + 2]);
+        innovation[24 + i] = y_z - x[8 + 3 * i];
+        r[24 + i] = cfg[R_Z] * inflation[i];
+    }
+    /* pct = P C^T (18 x 28), s = C P C^T + diag(r) */
+    int col[2];
+    double val[2];
+    for (int j = 0; j < NY; ++j) {
+        int n = c_row(j, col, val);
+        for (int m = 0; m < NX; ++m) {
+            double v = 0.0;
+            for (int e = 0; e < n; ++e) v += val[e] * P[m * NX + col[e]];
+            pct[m * NY + j] = v;
+        }
+    }
+    for (int j = 0; j < NY; ++j) {
+        int n = c_row(j, col, val);
+        for (int l = 0; l < NY; ++l) {
+            double v = 0.0;
+            for (int e = 0; e < n; ++e) v += val[e] * pct[col[e] * NY + l];
+            s[j * NY + l] = v;
+        }
+        s[j * NY + j] += r[j];
+    }
+    memcpy(s_copy, s, sizeof s);
+    if (cholesky(NY, s)) {
+        for (int m = 0; m < NX; ++m) x[m] = NAN;
+        *nis = NAN;
+        for (int i = 0; i < NFEET; ++i) foot_nis[i] = NAN;
+        return 1;
+    }
+    /* kt = S^-1 C P (28 x 18): the gain's transpose; sie = S^-1 e */
+    double column[NY];
+    for (int m = 0; m < NX; ++m) {
+        for (int j = 0; j < NY; ++j) column[j] = pct[m * NY + j];
+        cholesky_solve(NY, s, column);
+        for (int j = 0; j < NY; ++j) kt[j * NX + m] = column[j];
+    }
+    memcpy(sie, innovation, sizeof sie);
+    cholesky_solve(NY, s, sie);
+    double total = 0.0;
+    for (int j = 0; j < NY; ++j) total += innovation[j] * sie[j];
+    *nis = total;
+    for (int m = 0; m < NX; ++m) {
+        double v = 0.0;
+        for (int j = 0; j < NY; ++j) v += kt[j * NX + m] * innovation[j];
+        x[m] += v;
+    }
+    /* ikc = I - K C */
+    for (int m = 0; m < NX * NX; ++m) ikc[m] = 0.0;
+    for (int m = 0; m < NX; ++m) ikc[m * NX + m] = 1.0;
+    for (int j = 0; j < NY; ++j) {
+        int n = c_row(j, col, val);
+        for (int m = 0; m < NX; ++m)
+            for (int e = 0; e < n; ++e) ikc[m * NX + col[e]] -= kt[j * NX + m] * val[e];
+    }
+    /* pn = ikc P ikc^T + K diag(r) K^T, symmetrised */
+    for (int a = 0; a < NX; ++a)
+        for (int b = 0; b < NX; ++b) {
+            double v = 0.0;
+            for (int c = 0; c < NX; ++c) v += ikc[a * NX + c] * P[c * NX + b];
+            tmp[a * NX + b] = v;
+        }
+    for (int a = 0; a < NX; ++a)
+        for (int b = 0; b < NX; ++b) {
+            double v = 0.0;
+            for (int c = 0; c < NX; ++c) v += tmp[a * NX + c] * ikc[b * NX + c];
+            for (int j = 0; j < NY; ++j) v += kt[j * NX + a] * r[j] * kt[j * NX + b];
+            pn[a * NX + b] = v;
+        }
+    for (int a = 0; a < NX; ++a)
+        for (int b = 0; b < NX; ++b) P[a * NX + b] = 0.5 * (pn[a * NX + b] + pn[b * NX + a]);
+    /* each foot's own 7 rows: e_i^T S_ii^-1 e_i */
+    for (int i = 0; i < NFEET; ++i) {
+        const int rows[7] = {3 * i, 3 * i + 1, 3 * i + 2, 12 + 3 * i, 13 + 3 * i, 14 + 3 * i,
+                             24 + i};
+        double block[49], e[7];
+        for (int a = 0; a < 7; ++a) {
+            e[a] = innovation[rows[a]];
+            for (int b = 0; b < 7; ++b) block[a * 7 + b] = s_copy[rows[a] * NY + rows[b]];
+        }
+        double sol[7];
+        memcpy(sol, e, sizeof sol);
+        if (cholesky(7, block)) {
+            foot_nis[i] = NAN;
+            continue;
+        }
+        cholesky_solve(7, block, sol);
+        double v = 0.0;
+        for (int a = 0; a < 7; ++a) v += e[a] * sol[a];
+        foot_nis[i] = v;
+    }
+    return 0;
+}
