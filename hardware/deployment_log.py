@@ -15,9 +15,10 @@ A log is a folder:
                         and the run's summary once closed.
     ticks_00000.npz     rows 0 .. chunk_ticks - 1 as arrays `(rows, *shape)`, then the next...
 
-Nothing waits for the disk in the caller's thread: `append` stores the row; every
-`chunk_ticks` rows a background thread stacks the rows, writes the chunk (to a temporary name,
-then renamed) and rewrites `log.json` the same way, so a folder read at any moment is a
+Nothing waits for the disk in the caller's thread: `append` copies the row into the chunk's
+column arrays (allocated at the chunk's first row, `(chunk_ticks, *shape)` each); every
+`chunk_ticks` rows a background thread writes them as the chunk (to a temporary name, then
+renamed) and rewrites `log.json` the same way, so a folder read at any moment is a
 consistent log of the chunks written so far. An interrupted run (an exception, Ctrl-C) keeps
 every row when `close` runs in a `finally` (the `with` block does that); a killed process loses
 at most the rows of the chunk in progress.
@@ -91,7 +92,8 @@ class DeploymentLogWriter:
         self.summary = None
         self.complete = False
         self.error: str | None = None  # the background writer's failure, if any
-        self._rows: list = []
+        self._chunk: dict = {}  # name -> (chunk_ticks, *shape) array of the chunk in progress
+        self._rows = 0  # rows in the chunk in progress
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._write_loop, daemon=True, name="log-writer")
@@ -104,8 +106,8 @@ class DeploymentLogWriter:
         """Add one tick's row `{column: value}` (see the module docstring for the kinds)."""
         if self._closed:
             raise RuntimeError("append after close")
-        coded = {}
         with self._lock:
+            i, chunk = self._rows, self._chunk
             for name, value in row.items():
                 if value is None:
                     continue
@@ -114,21 +116,22 @@ class DeploymentLogWriter:
                     if self.columns[name][0] == STRING:
                         self.strings[name] = []
                 kind, shape = self.columns[name]
+                if name not in chunk:
+                    chunk[name] = _filled(self.chunk_ticks, kind, shape)
                 if kind == STRING:
                     if not isinstance(value, str):
                         raise TypeError(f"column {name!r} holds strings, got {value!r}")
                     table = self.strings[name]
                     if value not in table:
                         table.append(value)
-                    coded[name] = table.index(value)
+                    chunk[name][i] = table.index(value)
                     continue
-                a = np.asarray(value)
-                if a.shape != shape:
-                    raise ValueError(f"column {name!r} has shape {shape}, got {a.shape}")
-                coded[name] = a.copy()
-            self._rows.append(coded)
+                if np.shape(value) != shape:
+                    raise ValueError(f"column {name!r} has shape {shape}, got {np.shape(value)}")
+                chunk[name][i] = value
+            self._rows += 1
             self.ticks += 1
-            if len(self._rows) >= self.chunk_ticks:
+            if self._rows >= self.chunk_ticks:
                 self._submit()
 
     def flush(self) -> None:
@@ -162,11 +165,13 @@ class DeploymentLogWriter:
     # ------------------------------------------------------------- the writer thread
     def _submit(self) -> None:
         """Hand the pending rows and a snapshot of the header to the writer; with the lock."""
-        rows, self._rows = self._rows, []
+        rows, arrays = self._rows, self._chunk
+        self._rows, self._chunk = 0, {}
         chunk = None
         if rows:
-            chunk = (CHUNK_PATTERN.format(len(self.chunks)), rows)
-            self.chunks.append((chunk[0], len(rows)))
+            name = CHUNK_PATTERN.format(len(self.chunks))
+            chunk = (name, rows, {n: a[:rows] for n, a in arrays.items()})
+            self.chunks.append((name, rows))
         header = self._header_json()
         self._queue.put((chunk, dict(self.columns), header))
 
@@ -191,7 +196,8 @@ class DeploymentLogWriter:
                 chunk, columns, header = item
                 if self.error is None:
                     if chunk is not None:
-                        write_chunk(os.path.join(self.folder, chunk[0]), chunk[1], columns)
+                        name, rows, arrays = chunk
+                        write_chunk(os.path.join(self.folder, name), rows, arrays, columns)
                     _atomic_json(os.path.join(self.folder, HEADER), header)
             except Exception as exc:  # the run goes on; close() reports it
                 self.error = f"{type(exc).__name__}: {exc}"
@@ -199,17 +205,18 @@ class DeploymentLogWriter:
                 self._queue.task_done()
 
 
-def _stack(rows: list, name: str, kind: str, shape: tuple) -> np.ndarray:
+def _filled(rows: int, kind: str, shape: tuple) -> np.ndarray:
+    """`(rows, *shape)` of a column of `kind`, every row its absent value (`_fill`)."""
     dtype = {"f": float, "i": np.int64, "u": np.uint64, "b": bool, STRING: np.int16}[kind]
-    out = np.full((len(rows), *shape), _fill(kind), dtype=dtype)
-    for i, row in enumerate(rows):
-        if name in row:
-            out[i] = row[name]
-    return out
+    return np.full((rows, *shape), _fill(kind), dtype=dtype)
 
 
-def write_chunk(path: str, rows: list, columns: dict) -> None:
-    arrays = {n: _stack(rows, n, k, tuple(s)) for n, (k, s) in columns.items()}
+def write_chunk(path: str, rows: int, chunk: dict, columns: dict) -> None:
+    """A chunk of `rows` rows, its column arrays `{name: (rows, *shape)}`, into `path` (an
+    .npz, written under a temporary name, then renamed), with every column of `columns`
+    `{name: (kind, shape)}`: one the chunk lacks is written absent."""
+    arrays = {n: chunk[n] if n in chunk else _filled(rows, k, tuple(s))
+              for n, (k, s) in columns.items()}  # fmt: skip
     tmp = path + ".tmp.npz"
     np.savez(tmp, **arrays)
     os.replace(tmp, path)
@@ -278,7 +285,7 @@ class DeploymentLog:
                     if name in data.files:
                         parts[name].append(data[name])
                     else:  # the column appeared in a later chunk
-                        parts[name].append(_stack([{}] * chunk["rows"], name, kind, shape))
+                        parts[name].append(_filled(chunk["rows"], kind, shape))
         arrays = {}
         for name, (kind, shape) in columns.items():
             a = np.concatenate(parts[name]) if parts[name] else np.zeros((0, *shape))
