@@ -246,7 +246,7 @@ class Measurement:
     def is_finite(self) -> bool:
         """All numbers finite, a non-degenerate quaternion and a finite timestamp."""
         ok = np.isfinite(self.timestamp) and all(
-            np.all(np.isfinite(a)) for a in self.arrays().values()
+            np.isfinite(a).all() for a in self.arrays().values()
         )
         return bool(ok and np.linalg.norm(self.base_quat) > 0.5)
 
@@ -361,7 +361,7 @@ class JointCommand:
         return tau
 
     def is_finite(self) -> bool:
-        return bool(all(np.all(np.isfinite(getattr(self, n))) for n in self.ARRAYS))
+        return bool(all(np.isfinite(getattr(self, n)).all() for n in self.ARRAYS))
 
     def shape_error(self, nu: int) -> str | None:
         """None if every array is `(nu,)`, else a description of the first wrong one."""

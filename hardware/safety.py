@@ -215,7 +215,7 @@ def command_error(command: JointCommand, nu: int) -> str | None:
     if not command.is_finite():
         bad = [n for n in JointCommand.ARRAYS if not np.all(np.isfinite(getattr(command, n)))]
         return f"non-finite values in {', '.join(bad)}"
-    if np.any(command.kp < 0) or np.any(command.kd < 0):
+    if (command.kp < 0).any() or (command.kd < 0).any():
         return "negative gains"
     return None
 
@@ -288,7 +288,7 @@ def limit_torque(command: JointCommand, q, qd, torque_limit) -> tuple[JointComma
     tau = command.torque(q, qd)
     over = np.abs(tau) > torque_limit * (1 + 1e-9)
     fixable = over & (command.kp > 0)
-    if not np.any(fixable):
+    if not fixable.any():
         return command, over
     rest = command.kd * (command.qd_target - qd) + command.tau_ff
     wanted = np.clip(tau, -torque_limit, torque_limit)
@@ -437,13 +437,13 @@ class SafetyLayer:
             self._damp(now, "command_timeout", f"last valid command {age * 1e3:.1f} ms ago")
             return
         fast = np.abs(m.joint_qd) > cfg.velocity_factor * self.joint_map.velocity_limit
-        if np.any(fast):
+        if fast.any():
             detail = f"|qd| = {np.max(np.abs(m.joint_qd[fast])):.2f} rad/s"
             self._damp(now, "joint_velocity_violation", detail, np.flatnonzero(fast))
             return
         tol = cfg.position_tolerance
         out = (m.joint_q < self.joint_map.lower - tol) | (m.joint_q > self.joint_map.upper + tol)
-        if np.any(out):
+        if out.any():
             self._damp(now, "joint_position_violation", "", np.flatnonzero(out))
             return
         tilt = tilt_error(m.base_quat, cfg.max_roll, cfg.max_pitch)
@@ -469,7 +469,7 @@ class SafetyLayer:
         )
         for kind, limit in checks:
             hot = hot_motors(temperature, limit)
-            if not np.any(hot):
+            if not hot.any():
                 continue
             hottest = int(np.argmax(temperature))
             detail = (
@@ -497,17 +497,17 @@ class SafetyLayer:
     def _shape(self, now: float, c: JointCommand) -> JointCommand:
         jm, m = self.joint_map, self.measurement
         q_t, moved = clip_with_mask(c.q_target, self.lower, self.upper)
-        if np.any(moved):
+        if moved.any():
             self._record(now, "position_clipped", "", np.flatnonzero(moved))
         qd_t, moved = clip_with_mask(c.qd_target, -jm.velocity_limit, jm.velocity_limit)
-        if np.any(moved):
+        if moved.any():
             self._record(now, "velocity_clipped", "", np.flatnonzero(moved))
         kp, moved_p = clip_with_mask(c.kp, 0.0, self.max_kp)
         kd, moved_d = clip_with_mask(c.kd, 0.0, self.max_kd)
-        if np.any(moved_p | moved_d):
+        if (moved_p | moved_d).any():
             self._record(now, "gain_clipped", "", np.flatnonzero(moved_p | moved_d))
         tau_ff, moved = clip_with_mask(c.tau_ff, -self.torque_limit, self.torque_limit)
-        if np.any(moved):
+        if moved.any():
             self._record(now, "feedforward_clipped", "", np.flatnonzero(moved))
 
         arm = False
@@ -523,17 +523,17 @@ class SafetyLayer:
 
         max_step = self.max_target_rate * max(now - self.last_output_time, 0.0)
         q_t, limited = rate_limit(q_t, self.last_q_target, max_step)
-        if np.any(limited):
+        if limited.any():
             self._record(now, "rate_limited", "", np.flatnonzero(limited))
 
         out = JointCommand(q_t, qd_t, kp, kd, tau_ff, arm=arm)
         out, over = limit_torque(out, m.joint_q, m.joint_qd, self.torque_limit)
-        if np.any(over):
+        if over.any():
             self._record(now, "torque_limited", "", np.flatnonzero(over))
         # the blend, rate and torque steps start from measured poses, which may lie outside
         # the limits (a joint pushed past its stop): the targets never do
         q_t, moved = clip_with_mask(out.q_target, self.lower, self.upper)
-        if np.any(moved):
+        if moved.any():
             self._record(now, "position_clipped", "after blending", np.flatnonzero(moved))
             out = out.replace(q_target=q_t)
         self.last_q_target, self.last_output_time = out.q_target.copy(), now
