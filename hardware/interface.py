@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -80,7 +81,9 @@ def _vector(x, n: int, name: str) -> np.ndarray:
 
 def rotation_from_quat(quat_xyzw) -> np.ndarray:
     """Rotation matrix `(3, 3)` (base to world) of a quaternion `[x, y, z, w]` (normalised)."""
-    x, y, z, w = np.asarray(quat_xyzw, dtype=float) / np.linalg.norm(quat_xyzw)
+    x, y, z, w = (float(v) for v in quat_xyzw)  # Python floats: cheaper than NumPy scalars
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
     return np.array(
         [
             [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
@@ -245,10 +248,11 @@ class Measurement:
 
     def is_finite(self) -> bool:
         """All numbers finite, a non-degenerate quaternion and a finite timestamp."""
-        ok = np.isfinite(self.timestamp) and all(
-            np.isfinite(a).all() for a in self.arrays().values()
-        )
-        return bool(ok and np.linalg.norm(self.base_quat) > 0.5)
+        if not math.isfinite(self.timestamp):
+            return False
+        values = np.concatenate([np.ravel(a) for a in self.arrays().values()])
+        quat = self.base_quat
+        return bool(np.isfinite(values).all() and quat @ quat > 0.25)
 
     def replace(self, **changes) -> Measurement:
         return dataclasses.replace(self, **changes)

@@ -198,14 +198,16 @@ class Go2Robot:
         return now
 
     # ------------------------------------------------------------- incoming (polled)
-    def _poll(self, now: float) -> None:
-        """Take the newest LowState (and sport state) that arrived; call with `self.lock`."""
-        if self.sport_reader is not None:
+    def _poll(self, now: float, base: bool = True) -> None:
+        """Take the LowStates that arrived, and with `base` the newest sport state and ground
+        truth (what `read` returns; the writer thread's polls skip them); call with
+        `self.lock`."""
+        if base and self.sport_reader is not None:
             sport = take(self.sport_reader, msgs.SportModeState_)
             if sport:
                 self.counters["sport_states"] += len(sport)
                 self.sport = (self._stamp(sport[-1], now), *base_from_sport_state(sport[-1]))
-        if self.truth_reader is not None:
+        if base and self.truth_reader is not None:
             truth = take(self.truth_reader, msgs.SportModeState_)
             if truth:
                 self.counters["ground_truths"] += len(truth)
@@ -275,9 +277,10 @@ class Go2Robot:
                 self.timing.missed += skipped
                 deadline += skipped * self.period
 
-    def _active_command(self, now: float) -> JointCommand | None:
+    def _active_command(self, now: float, poll: bool) -> JointCommand | None:
         with self.lock:
-            self._poll(now)
+            if poll:
+                self._poll(now, base=False)
             if self.latest is None or self.driver.command is None:
                 return None
             stale = now - self.last_state_time > self.state_timeout
@@ -313,19 +316,21 @@ class Go2Robot:
 
     def _send_now(self, scheduled: float | None = None) -> None:
         """Send the drivers' active command as one LowCmd (the CRC set last), timed against
-        `scheduled` (the writer thread's deadline; None: a `write` without the thread)."""
+        `scheduled` (the writer thread's deadline; None: a `write` without the thread, right
+        after the loop's `read` took the LowStates, so it takes none)."""
         start = time.perf_counter()
-        command = self._active_command(start)
+        command = self._active_command(start, poll=scheduled is not None)
         if command is not None:
             self.cmd_writer.write(lowcmd_from_command(command, self.perm, self._msg))
             self.counters["sent"] += 1
             self.timing.record(start, time.perf_counter() - start, scheduled)
 
     def take_samples(self) -> list:
-        """Every valid `Measurement` that arrived since the last call, oldest first (at most
-        `STATE_QUEUE`; the newest is what `read` returns, less its base state)."""
+        """Every valid `Measurement` taken (by `read` or the writer thread) since the last call,
+        oldest first (at most `STATE_QUEUE`; the newest of those `read` took is what it
+        returned, less its base state). It takes none itself: a filter that reads, then takes
+        the samples, gets what that read saw."""
         with self.lock:
-            self._poll(time.perf_counter())
             out = list(self.samples)
             self.samples.clear()
         return out
