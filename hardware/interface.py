@@ -365,7 +365,8 @@ class JointCommand:
         return tau
 
     def is_finite(self) -> bool:
-        return bool(all(np.isfinite(getattr(self, n)).all() for n in self.ARRAYS))
+        values = np.concatenate([np.ravel(getattr(self, n)) for n in self.ARRAYS])
+        return bool(np.isfinite(values).all())
 
     def shape_error(self, nu: int) -> str | None:
         """None if every array is `(nu,)`, else a description of the first wrong one."""

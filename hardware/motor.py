@@ -76,8 +76,8 @@ class MotorDriver:
             self.counters[reason] += 1
             return reason
         jm = self.joint_map
-        q_target = np.clip(command.q_target, jm.lower, jm.upper)
-        if np.any(q_target != command.q_target):
+        q_target = np.minimum(np.maximum(command.q_target, jm.lower), jm.upper)
+        if (q_target != command.q_target).any():
             self.counters["clipped_targets"] += 1
             command = command.replace(q_target=q_target)
         self.command = command
@@ -97,7 +97,7 @@ class MotorDriver:
             return "rejected_shape"
         if not c.is_finite():
             return "rejected_nonfinite"
-        if np.any(c.kp < 0) or np.any(c.kd < 0):
+        if (c.kp < 0).any() or (c.kd < 0).any():
             return "rejected_gains"
         if self.last_sequence is not None and c.sequence <= self.last_sequence:
             return "rejected_out_of_order"

@@ -269,14 +269,15 @@ def hot_motors(temperature, limit: float | None) -> np.ndarray:
 
 
 def clip_with_mask(x, lower, upper) -> tuple[np.ndarray, np.ndarray]:
-    """`clip(x, lower, upper)` and the mask of the entries that moved."""
-    y = np.clip(x, lower, upper)
+    """`clip(x, lower, upper)` and the mask of the entries that moved (two ufuncs: `np.clip`'s
+    dispatch costs more than the arithmetic on twelve joints, on the 500 Hz path)."""
+    y = np.minimum(np.maximum(x, lower), upper)
     return y, y != x
 
 
 def rate_limit(target, previous, max_step) -> tuple[np.ndarray, np.ndarray]:
     """`previous + clip(target - previous, -max_step, max_step)` and the mask of limited entries."""
-    step = np.clip(target - previous, -max_step, max_step)
+    step = np.minimum(np.maximum(target - previous, -max_step), max_step)
     limited = np.abs(step - (target - previous)) > 1e-12
     return previous + step, limited
 
