@@ -258,12 +258,16 @@ def _run_simulated(robot, controller, safety, duration, ratio, command_dt, sourc
 
 
 class _ControllerWorker(threading.Thread):
-    """Runs the controller at its period on the newest accepted measurement (wall clock)."""
+    """Runs the controller at its period on the newest accepted measurement (wall clock), its
+    calls `phase` [s] after the period's marks (`t0_wall + k period + phase`): the command
+    loop ticks on the marks, and a call that woke with a tick would take the interpreter's
+    lock from it (every `period`, the tick would wait for the call); half a command period
+    later the tick is done and the loop sleeps."""
 
-    def __init__(self, controller, period, source, t0_wall):
+    def __init__(self, controller, period, source, t0_wall, phase: float = 0.0):
         super().__init__(daemon=True, name="controller")
         self.controller, self.period = controller, period
-        self.source, self.t0_wall = source, t0_wall
+        self.source, self.t0_wall, self.phase = source, t0_wall, float(phase)
         self.stats = TimingStats(period)
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
@@ -284,7 +288,7 @@ class _ControllerWorker(threading.Thread):
         return out, errors
 
     def run(self) -> None:
-        deadline = self.t0_wall
+        deadline = self.t0_wall + self.phase
         while not self.stop_event.is_set():
             delay = deadline - time.perf_counter()
             if delay > 0 and self.stop_event.wait(delay):
@@ -333,7 +337,7 @@ def _run_wall(robot, controller, safety, duration, control_dt, command_dt, sourc
     command_stats = TimingStats(command_dt)
     t0_wall = time.perf_counter()
     # the safety layer is used by this thread only; the worker hands over commands and errors
-    worker = _ControllerWorker(controller, control_dt, source, t0_wall)
+    worker = _ControllerWorker(controller, control_dt, source, t0_wall, phase=command_dt / 2)
     deadline = t0_wall
     end = t0_wall + duration
     worker.start()

@@ -198,16 +198,16 @@ class Go2Robot:
         return now
 
     # ------------------------------------------------------------- incoming (polled)
-    def _poll(self, now: float, base: bool = True) -> None:
-        """Take the LowStates that arrived, and with `base` the newest sport state and ground
-        truth (what `read` returns; the writer thread's polls skip them); call with
-        `self.lock`."""
-        if base and self.sport_reader is not None:
+    def _poll(self, now: float) -> None:
+        """Take the LowStates and the newest sport state and ground truth that arrived (a
+        sport state is stamped by its take: a poll a tick keeps that within a tick of its
+        arrival); call with `self.lock`."""
+        if self.sport_reader is not None:
             sport = take(self.sport_reader, msgs.SportModeState_)
             if sport:
                 self.counters["sport_states"] += len(sport)
                 self.sport = (self._stamp(sport[-1], now), *base_from_sport_state(sport[-1]))
-        if base and self.truth_reader is not None:
+        if self.truth_reader is not None:
             truth = take(self.truth_reader, msgs.SportModeState_)
             if truth:
                 self.counters["ground_truths"] += len(truth)
@@ -280,7 +280,7 @@ class Go2Robot:
     def _active_command(self, now: float, poll: bool) -> JointCommand | None:
         with self.lock:
             if poll:
-                self._poll(now, base=False)
+                self._poll(now)
             if self.latest is None or self.driver.command is None:
                 return None
             stale = now - self.last_state_time > self.state_timeout
