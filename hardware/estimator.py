@@ -150,9 +150,11 @@ class EstimatorConfig:
             raise ValueError(f"arithmetic must be one of {ARITHMETIC}, got {self.arithmetic!r}")
         if self.ground not in ("flat", "touchdown"):
             raise ValueError(f"ground must be 'flat' or 'touchdown', got {self.ground!r}")
-        if not 0.0 <= self.contact_off <= self.contact_on <= self.full_contact_force:
+        if not (0.0 <= self.contact_off <= self.contact_on <= self.full_contact_force
+                and self.full_contact_force > 0.0):  # fmt: skip
             raise ValueError(
-                "need 0 <= contact_off <= contact_on <= full_contact_force [N], got "
+                "need 0 <= contact_off <= contact_on <= full_contact_force, full_contact_force "
+                "> 0 [N], got "
                 f"{self.contact_off}, {self.contact_on}, {self.full_contact_force}"
             )
         if not 0.0 < self.nis_gate_probability < 1.0:
@@ -220,27 +222,37 @@ class ForceContact:
     """Contact weights from foot forces `F (4,)` [N]: contact by hysteresis (`contact_on`,
     `contact_off`), then `w = min(1, time since touchdown / contact_ramp) *
     clip(F / full_contact_force, 0, 1)`, 0 out of contact. A touchdown less than
-    `contact_rearm` after the lift-off keeps the earlier touchdown time."""
+    `contact_rearm` after the lift-off keeps the earlier touchdown time. With `core` (a
+    `hardware.estimator_core.CompiledFilter`) the same arithmetic runs in C."""
 
-    def __init__(self, config: EstimatorConfig):
-        self.config = config
+    def __init__(self, config: EstimatorConfig, core=None):
+        self.config, self.core = config, core
+        self.in_contact = np.zeros(NFEET, dtype=bool)
+        self.touchdown_time, self.liftoff_time = np.zeros(NFEET), np.zeros(NFEET)
+        if core is not None:
+            core.bind_contact(estimator_core.contact_row(config), self.in_contact,
+                              self.touchdown_time, self.liftoff_time)  # fmt: skip
         self.reset()
 
     def reset(self) -> None:
-        self.in_contact = np.zeros(NFEET, dtype=bool)
-        self.touchdown_time = np.full(NFEET, np.inf)
-        self.liftoff_time = np.full(NFEET, -np.inf)
+        self.in_contact[:] = False
+        self.touchdown_time[:] = np.inf
+        self.liftoff_time[:] = -np.inf
 
     def __call__(self, foot_force, timestamp: float) -> np.ndarray:
         cfg, f = self.config, np.asarray(foot_force, dtype=float)
         if f.shape != (NFEET,):
             raise ValueError(f"foot_force must have shape ({NFEET},), got {f.shape}")
+        if self.core is not None:
+            self.core.force[...] = f
+            self.core.contact(timestamp)
+            return self.core.contact_weights.copy()
         on = np.where(self.in_contact, f >= cfg.contact_off, f >= cfg.contact_on)
         rearmed = timestamp - self.liftoff_time >= cfg.contact_rearm
         touchdown = on & ~self.in_contact & rearmed
-        self.touchdown_time = np.where(touchdown, timestamp, self.touchdown_time)
-        self.liftoff_time = np.where(~on & self.in_contact, timestamp, self.liftoff_time)
-        self.in_contact = on
+        self.touchdown_time[:] = np.where(touchdown, timestamp, self.touchdown_time)
+        self.liftoff_time[:] = np.where(~on & self.in_contact, timestamp, self.liftoff_time)
+        self.in_contact[:] = on
         since = np.maximum(timestamp - self.touchdown_time, 0.0)
         ramp = np.minimum(since / cfg.contact_ramp, 1.0) if cfg.contact_ramp > 0 else 1.0
         weight = ramp * np.clip(f / cfg.full_contact_force, 0.0, 1.0)
@@ -307,7 +319,7 @@ def nonfinite_input(measurement: Measurement, use_force: bool) -> str | None:
         return "timestamp"
     names = ["base_quat", "base_angular_velocity", "base_linear_acceleration", "joint_q",
              "joint_qd"] + (["foot_force"] if use_force else [])  # fmt: skip
-    values = np.concatenate([np.ravel(getattr(m, name)) for name in names])
+    values = np.concatenate([getattr(m, name) for name in names])  # (n,) each
     if np.isfinite(values).all() and values[:4] @ values[:4] >= 0.25:
         return None
     for name in names:
@@ -346,7 +358,6 @@ class StateEstimator:
         self.contact_schedule = contact_schedule
         self.kinematics = kinematics or leg_kinematics(model, cfg.kinematics)
         self.foot_radius = np.asarray(model.foot_radius, dtype=float)
-        self.force_contact = ForceContact(cfg)
         self.C = measurement_matrix()
         self.nis_gate = float(scipy.stats.chi2.ppf(cfg.nis_gate_probability, NY))
         self.core = None
@@ -356,6 +367,7 @@ class StateEstimator:
         self.x, self.P, self.ground_height = np.zeros(NX), np.eye(NX), np.zeros(NFEET)
         if self.core is not None:
             self.core.bind_state(self.x, self.P, self.ground_height)
+        self.force_contact = ForceContact(cfg, self.core)
         self.reset()
 
     def reset(self) -> None:

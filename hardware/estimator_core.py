@@ -50,7 +50,18 @@ def _library() -> ctypes.CDLL:
     library.estimator_legs.argtypes = [_P, _P, _P, _P, _P, ctypes.c_int, _P, _P, _P]
     library.estimator_filter.restype = ctypes.c_int
     library.estimator_filter.argtypes = [ctypes.c_double] + [_P] * 13
+    library.estimator_contact.restype = None
+    library.estimator_contact.argtypes = [_P, ctypes.c_double] + [_P] * 5
     return library
+
+
+CONTACT_FIELDS = ("contact_on", "contact_off", "full_contact_force", "contact_ramp",
+                  "contact_rearm")  # fmt: skip
+
+
+def contact_row(config) -> np.ndarray:
+    """`(5,)` the C contact weights' configuration: `CONTACT_FIELDS` of `config`."""
+    return np.array([float(getattr(config, n)) for n in CONTACT_FIELDS])
 
 
 def config_row(config, touchdown_ground: bool) -> np.ndarray:
@@ -93,6 +104,9 @@ class CompiledFilter:
                                   self.down, self.was_down, self.config)  # fmt: skip
         self._outputs = _addresses(self.innovation, self.nis, self.foot_nis)
         self._state: tuple = ()
+        self._contact = library.estimator_contact
+        self.force, self.contact_weights = np.zeros(NFEET), np.zeros(NFEET)
+        self._contact_args: tuple = ()
 
     def bind_state(self, x: np.ndarray, p: np.ndarray, ground: np.ndarray) -> None:
         """The filter's state, changed in place by `filter`: `x (18,)`, `P (18, 18)`,
@@ -102,6 +116,29 @@ class CompiledFilter:
                 raise ValueError(f"{name} must be a C-contiguous float64 array of shape {shape}")
         self._bound = (x, p, ground)  # kept alive while their addresses are in use
         self._state = _addresses(x, p, ground)
+
+    def bind_contact(self, config: np.ndarray, in_contact: np.ndarray, touchdown_time: np.ndarray,
+                     liftoff_time: np.ndarray) -> None:  # fmt: skip
+        """The contact weights' configuration `(5,)` (`contact_row`) and hysteresis state,
+        changed in place by `contact`: `in_contact (4,)` bool, `touchdown_time`,
+        `liftoff_time (4,)` [s] float64, C-contiguous."""
+        checks = ((in_contact, np.bool_, "in_contact"),
+                  (touchdown_time, np.float64, "touchdown_time"),
+                  (liftoff_time, np.float64, "liftoff_time"))  # fmt: skip
+        for a, dtype, name in checks:
+            if a.dtype != dtype or a.shape != (NFEET,) or not a.flags.c_contiguous:
+                raise ValueError(f"{name} must be a C-contiguous {np.dtype(dtype).name} array "
+                                 f"of shape ({NFEET},)")  # fmt: skip
+        self._contact_config = np.ascontiguousarray(config, dtype=np.float64)
+        self._contact_bound = (in_contact, touchdown_time, liftoff_time)
+        self._contact_args = _addresses(self._contact_config, in_contact, touchdown_time,
+                                        liftoff_time, self.contact_weights)  # fmt: skip
+
+    def contact(self, t: float) -> None:
+        """`contact_weights (4,)` from `force (4,)` [N] at `t` [s] (`ForceContact`)."""
+        if not self._contact_args:
+            raise RuntimeError("bind_contact first: the contact weights have no state")
+        self._contact(self.force.ctypes.data, float(t), *self._contact_args)
 
     def legs(self) -> None:
         """`rel`, `v_leg` from `rotation`, `gyro`, `positions`, `jacobians`, `joint_qd`."""

@@ -8,6 +8,9 @@
  *           -> rel (4, 3) = R r_i, v_leg (4, 3) = -R (omega x r_i + J_lin qd + (J_ang qd) x (r_i - p_i))
  *   filter: x (18,), P (18, 18), ground (4,) updated in place; returns 1 when S is not
  *           positive definite (P is broken; x is then set to NaN), else 0.
+ *   contact: foot forces F (4,) [N] at time t [s] -> weights w (4,), with the hysteresis state
+ *           (in_contact (4,) uint8, touchdown_time, liftoff_time (4,) [s]) updated in place
+ *           (`ForceContact` of estimator.py).
  */
 #include <math.h>
 #include <string.h>
@@ -19,6 +22,23 @@
 /* config: position_process, velocity_process, foot_process, foot_position_var,
  * foot_velocity_var, foot_height_var, swing_inflation, touchdown_ground (0 or 1) */
 enum { Q_P, Q_V, Q_C, R_P, R_V, R_Z, SWING, TOUCHDOWN, NCONFIG };
+
+/* contact config: contact_on, contact_off, full_contact_force, contact_ramp, contact_rearm */
+void estimator_contact(const double *force, double t, const double *cc, unsigned char *in_contact,
+                       double *touchdown_time, double *liftoff_time, double *w) {
+    for (int i = 0; i < NFEET; ++i) {
+        const double f = force[i];
+        const int on = in_contact[i] ? f >= cc[1] : f >= cc[0];
+        if (on && !in_contact[i] && t - liftoff_time[i] >= cc[4]) touchdown_time[i] = t;
+        if (!on && in_contact[i]) liftoff_time[i] = t;
+        in_contact[i] = (unsigned char)on;
+        double since = t - touchdown_time[i];
+        if (!(since > 0.0)) since = 0.0; /* also t - inf: not touched down */
+        const double ramp = cc[3] > 0.0 ? fmin(since / cc[3], 1.0) : 1.0;
+        const double load = fmin(fmax(f / cc[2], 0.0), 1.0);
+        w[i] = on ? fmin(fmax(ramp * load, 0.0), 1.0) : 0.0;
+    }
+}
 
 void estimator_legs(const double *R, const double *omega, const double *p, const double *J,
                     const double *qd, int nu, const double *rho, double *rel, double *v_leg) {

@@ -389,8 +389,9 @@ def test_explicit_contact_weights_and_bad_ones(model):
 def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
     """The same measurements through `arithmetic="c"` (`hardware/estimator_filter.c`) and
     `"numpy"`: a settled MuJoCo Go2 dropped 5 cm, its gyro and joint rates perturbed, and each
-    foot in turn unloaded for 60 ms (its weight ramps out and back in, a touchdown): every
-    estimate agrees to rounding (the same equations, summed in another order)."""
+    foot in turn unloaded for 60 ms, then 10 ms (a touchdown, then a chattering one): every
+    estimate and contact weight agrees to rounding (the same equations, summed in another
+    order)."""
     from hardware.estimator_core import available
 
     if not available():
@@ -406,8 +407,8 @@ def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
         m = robot.read()
         robot.write(hold(m, 0.0, None).replace(timestamp=m.timestamp, sequence=k + 2, arm=True))
         force = np.asarray(m.foot_force, dtype=float).copy()
-        if k > 200 and k % 100 < 30:
-            force[(k // 100) % 4] = 0.0  # lifted for 30 samples
+        if k > 200 and (k % 100 < 30 or 50 <= k % 100 < 55):
+            force[(k // 100) % 4] = 0.0  # lifted 60 ms, then 10 ms (within contact_rearm)
         m = m.replace(
             foot_force=force,
             joint_qd=np.asarray(m.joint_qd) + rng.normal(0.0, 0.3, model.nu),
@@ -415,6 +416,7 @@ def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
         )
         a, b = compiled.update(m), reference.update(m)
         assert a.valid == b.valid and a.fault == b.fault is None
+        np.testing.assert_allclose(a.contact_weights, b.contact_weights, atol=1e-15)
         if not a.valid or a.innovation is None:  # not started, or the start itself
             assert b.innovation is None
             continue
