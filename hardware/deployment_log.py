@@ -107,32 +107,49 @@ class DeploymentLogWriter:
         if self._closed:
             raise RuntimeError("append after close")
         with self._lock:
-            i, chunk = self._rows, self._chunk
-            for name, value in row.items():
-                if value is None:
-                    continue
-                if name not in self.columns:
-                    self.columns[name] = _column_of(name, value)
-                    if self.columns[name][0] == STRING:
-                        self.strings[name] = []
-                kind, shape = self.columns[name]
-                if name not in chunk:
-                    chunk[name] = _filled(self.chunk_ticks, kind, shape)
-                if kind == STRING:
-                    if not isinstance(value, str):
-                        raise TypeError(f"column {name!r} holds strings, got {value!r}")
-                    table = self.strings[name]
-                    if value not in table:
-                        table.append(value)
-                    chunk[name][i] = table.index(value)
-                    continue
-                if np.shape(value) != shape:
-                    raise ValueError(f"column {name!r} has shape {shape}, got {np.shape(value)}")
-                chunk[name][i] = value
+            try:
+                self._write_row(self._rows, row)
+            except (TypeError, ValueError):
+                for name, (kind, _) in self.columns.items():  # a refused row leaves no trace
+                    if name in self._chunk:
+                        self._chunk[name][self._rows] = _fill(kind)
+                raise
             self._rows += 1
             self.ticks += 1
             if self._rows >= self.chunk_ticks:
                 self._submit()
+
+    def _write_row(self, i: int, row: dict) -> None:
+        """Copy `row`'s values into row `i` of the chunk's columns; with the lock."""
+        chunk, strings = self._chunk, self.strings
+        for name, value in row.items():
+            if value is None:
+                continue
+            column = chunk.get(name)
+            if column is None:
+                column = chunk[name] = self._chunk_column(name, value)
+            if name in strings:
+                if not isinstance(value, str):
+                    raise TypeError(f"column {name!r} holds strings, got {value!r}")
+                table = strings[name]
+                if value not in table:
+                    table.append(value)
+                column[i] = table.index(value)
+                continue
+            shape = value.shape if type(value) is np.ndarray else np.shape(value)
+            if shape != column.shape[1:]:
+                raise ValueError(f"column {name!r} has shape {column.shape[1:]}, got {shape}")
+            column[i] = value
+
+    def _chunk_column(self, name: str, value) -> np.ndarray:
+        """The chunk's array for column `name` (registered from `value` if new), every row
+        absent until written."""
+        if name not in self.columns:
+            self.columns[name] = _column_of(name, value)
+            if self.columns[name][0] == STRING:
+                self.strings[name] = []
+        kind, shape = self.columns[name]
+        return _filled(self.chunk_ticks, kind, shape)
 
     def flush(self) -> None:
         """Write the rows appended so far and wait until they are on disk."""

@@ -100,7 +100,13 @@ def test_bad_rows_and_folders_are_refused_by_name(tmp_path):
         log.append({"mode": 3})
     with pytest.raises(TypeError, match="'obj'"):
         log.append({"obj": object()})
+    with pytest.raises(TypeError, match="'mode' holds strings"):  # joint_q copied, then refused
+        log.append({"joint_q": np.ones(12), "mode": 3})
+    log.append({"mode": "stand"})
     log.close()
+    run = DeploymentLog.load(str(tmp_path / "run"))
+    assert len(run) == 2 and list(run["mode"]) == ["normal", "stand"]
+    assert np.all(run["joint_q"][0] == 0) and np.all(np.isnan(run["joint_q"][1]))  # no trace
     with pytest.raises(FileExistsError):
         DeploymentLogWriter(str(tmp_path / "run"))
     with pytest.raises(FileNotFoundError, match="not a deployment log"):
