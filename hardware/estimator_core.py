@@ -108,6 +108,9 @@ class CompiledFilter:
         self.force, self.contact_weights = np.zeros(NFEET), np.zeros(NFEET)
         self._contact_args: tuple = ()
 
+    def __reduce__(self):
+        raise TypeError("a CompiledFilter holds its estimator's addresses: it is not pickled")
+
     def bind_state(self, x: np.ndarray, p: np.ndarray, ground: np.ndarray) -> None:
         """The filter's state, changed in place by `filter`: `x (18,)`, `P (18, 18)`,
         `ground (4,)`, C-contiguous float64."""

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import safety_kernel
 from .interface import JointCommand, JointMap, Measurement, RobotMode, rotation_from_quat
 from .pose import interpolate_pose
 
@@ -110,6 +111,8 @@ class SafetyConfig:
         conservative choices of ours (to be raised once the drivers' own over-temperature
         cut-off is known), meant to lay the robot down under damping before the drivers
         cut torque on their own.
+    arithmetic: "c" (`hardware.safety_kernel`: the command's shaping compiled), "numpy", or
+        "auto" (C where a C compiler is found, else NumPy): the same results to the bit.
     """
 
     command_timeout: float = 0.1
@@ -127,8 +130,11 @@ class SafetyConfig:
     max_pitch: float | None = 1.0
     motor_temperature_warning: float | None = 70.0
     motor_temperature_limit: float | None = 85.0
+    arithmetic: str = "auto"
 
     def __post_init__(self):
+        if self.arithmetic not in ("auto", "c", "numpy"):
+            raise ValueError(f"arithmetic must be 'auto', 'c' or 'numpy', got {self.arithmetic!r}")
         rate = self.max_target_rate
         if rate is not None and not np.all(np.asarray(rate, float) > 0):
             raise ValueError(f"max_target_rate must be positive [rad/s] (or None), got {rate}")
@@ -319,6 +325,11 @@ class SafetyLayer:
         self.upper = jm.upper - cfg.position_margin
         if np.any(self.lower > self.upper):
             raise ValueError("position_margin leaves no room between the joint limits")
+        self.kernel = None
+        if cfg.arithmetic == "c" or (cfg.arithmetic == "auto" and safety_kernel.available()):
+            limits = (self.lower, self.upper, jm.velocity_limit, self.max_kp, self.max_kd,
+                      self.torque_limit)  # fmt: skip
+            self.kernel = safety_kernel.ShapeKernel(np.stack(limits))
         self.log = EventLog()
         self.mode = Mode.IDLE
         self.tick = 0
@@ -496,6 +507,8 @@ class SafetyLayer:
         return self._next(now, JointCommand.damping(q, self.damping_kd))
 
     def _shape(self, now: float, c: JointCommand) -> JointCommand:
+        if self.kernel is not None:
+            return self._shape_compiled(now, c)
         jm, m = self.joint_map, self.measurement
         q_t, moved = clip_with_mask(c.q_target, self.lower, self.upper)
         if moved.any():
@@ -539,3 +552,30 @@ class SafetyLayer:
             out = out.replace(q_target=q_t)
         self.last_q_target, self.last_output_time = out.q_target.copy(), now
         return self._next(now, out)
+
+    def _shape_compiled(self, now: float, c: JointCommand) -> JointCommand:
+        """`_shape` with its arithmetic in C (`hardware.safety_kernel`): the same output and
+        the same events, in the same order."""
+        k, m = self.kernel, self.measurement
+        k.command[0], k.command[1], k.command[2] = c.q_target, c.qd_target, c.kp
+        k.command[3], k.command[4] = c.kd, c.tau_ff
+        k.last_q[...], k.q[...], k.qd[...] = self.last_q_target, m.joint_q, m.joint_qd
+        k.max_step[...] = self.max_target_rate * max(now - self.last_output_time, 0.0)
+        soft = self.mode is Mode.SOFT_START
+        s = -1.0
+        if soft:
+            s = (now - self.start_time) / max(self.config.soft_start_duration, 1e-9)
+            k.q_start[...] = self.q_start
+        bits = k(s)
+        for i, (kind, detail) in enumerate(safety_kernel.MASKS):
+            if i == safety_kernel.BEFORE_BLEND and soft and s >= 1.0:
+                self.mode = Mode.NORMAL
+                self._record(now, "soft_start_done")
+            if bits >> i & 1:
+                self._record(now, kind, detail, np.flatnonzero(k.masks[i]))
+        out = k.out
+        command = JointCommand(out[0].copy(), out[1].copy(), out[2].copy(), out[3].copy(),
+                               out[4].copy(), arm=soft)  # fmt: skip
+        self.last_q_target, self.last_output_time = out[0].copy(), now
+        return self._next(now, command)
+

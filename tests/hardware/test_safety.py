@@ -279,3 +279,62 @@ def test_driver_rejects_bad_commands_and_clips_targets(joint_map):
     driver.estop(1.0)
     assert driver.submit(good.replace(sequence=21), 1.0) == "rejected_estop"
     assert np.all(driver.active_command(joint_map.q_default, 1.0).kp == 0)
+
+
+def test_the_compiled_shaping_is_numpys_to_the_bit(joint_map, q_stand):
+    """`arithmetic="c"` (`hardware/safety_shape.c`) and `"numpy"` fed the same commands, through
+    the soft start and on: random targets beyond the limits, zero and huge gains, large
+    feed-forward torques, jumps the rate limit holds back, measured joints moving: every
+    output array is the same to the bit, and the same events are logged in the same order."""
+    from hardware.safety_kernel import available
+
+    if not available():
+        pytest.skip("no C compiler")
+    rng = np.random.default_rng(7)
+    config = dict(soft_start_duration=0.1, max_roll=None, max_pitch=None)
+    compiled = SafetyLayer(joint_map, SafetyConfig(arithmetic="c", **config))
+    reference = SafetyLayer(joint_map, SafetyConfig(arithmetic="numpy", **config))
+    assert compiled.kernel is not None and reference.kernel is None
+    nu = joint_map.nu
+    t = 0.0
+    for layer in (compiled, reference):
+        layer.start(t, measure(q_stand, t))
+    for k in range(400):
+        t += DT
+        q = q_stand.copy()
+        q[7:] += rng.normal(0.0, 0.05, nu)
+        m = measure(q, t, qd=rng.normal(0.0, 2.0, nu), seq=k + 1)
+        command = JointCommand(
+            q_target=joint_map.q_default + rng.normal(0.0, 1.5, nu),
+            qd_target=rng.normal(0.0, 40.0, nu),
+            kp=rng.choice([0.0, 30.0, 1e4], nu),  # negative gains are refused before shaping
+            kd=rng.choice([0.5, 1e3], nu),
+            tau_ff=rng.normal(0.0, 60.0, nu),
+        )
+        outputs = []
+        for layer in (compiled, reference):
+            assert layer.observe(t, m)
+            outputs.append(layer.command(t, command if k % 3 else None))
+        a, b = outputs
+        for name in JointCommand.ARRAYS:
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert (a.arm, a.sequence, a.timestamp) == (b.arm, b.sequence, b.timestamp)
+    assert compiled.mode is reference.mode is Mode.NORMAL
+    events = [[(e.kind, e.detail, e.count) for e in s.events] for s in (compiled, reference)]
+    assert events[0] == events[1]
+    kinds = {kind for kind, _, _ in events[0]}
+    assert {"position_clipped", "velocity_clipped", "gain_clipped", "feedforward_clipped",
+            "rate_limited", "torque_limited", "soft_start_done"} <= kinds  # fmt: skip
+    import pickle  # a layer crosses processes with its run's result: its kernel too
+
+    again = pickle.loads(pickle.dumps(compiled))
+    t += DT
+    for layer in (again, reference):
+        layer.observe(t, m)
+    a, b = again.command(t, command), reference.command(t, command)
+    np.testing.assert_array_equal(a.q_target, b.q_target)
+
+
+def test_an_unknown_safety_arithmetic_is_refused():
+    with pytest.raises(ValueError, match="arithmetic"):
+        SafetyConfig(arithmetic="fortran")
