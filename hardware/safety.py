@@ -64,12 +64,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import safety_kernel
-from .interface import JointCommand, JointMap, Measurement, RobotMode, rotation_from_quat
+from .interface import JointCommand, JointMap, Measurement, RobotMode
 from .pose import interpolate_pose
 
 logger = logging.getLogger(__name__)
@@ -246,10 +247,11 @@ def roll_pitch(quat_xyzw) -> tuple[float, float]:
         roll = atan2(R[2, 1], R[2, 2]) in (-pi, pi],   pitch = asin(-R[2, 0]) in [-pi/2, pi/2].
 
     Upside down, |roll| is near pi whatever the pitch."""
-    r = rotation_from_quat(np.asarray(quat_xyzw, dtype=float))
-    roll = float(np.arctan2(r[2, 1], r[2, 2]))
-    pitch = float(np.arcsin(np.clip(-r[2, 0], -1.0, 1.0)))
-    return roll, pitch
+    x, y, z, w = (float(v) for v in quat_xyzw)  # R's last row, in floats (`rotation_from_quat`)
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+    return math.atan2(r21, r22), math.asin(min(max(-r20, -1.0), 1.0))
 
 
 def tilt_error(quat_xyzw, max_roll: float | None, max_pitch: float | None) -> str | None:
