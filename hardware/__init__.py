@@ -3,7 +3,8 @@
 - `interface`: `Measurement`, `JointCommand`, `VelocityCommand`, `JointMap` (conventions), the
   `RobotInterface` and `Controller` protocols. `pose.PoseController`: a fixed pose;
   `pose.StandUpController`: stand up from the measured pose.
-- `safety.SafetyLayer`: limits, NaN guard, rate limits, watchdogs to damping, soft start, e-stop.
+- `safety.SafetyLayer`: limits, NaN guard, rate limits, watchdogs to damping, soft start, e-stop;
+  its command shaping compiled (`safety_kernel`, `safety_shape.c`) where a C compiler is found.
 - `control_loop.run`: controller rate, command rate, timing statistics (`timing`); simulated or
   wall clock.
 - `motor.MotorDriver`: the robot side (drivers' PD and watchdog) of the simulated robots.
@@ -14,10 +15,12 @@
   on them (`python -m hardware.go2.sim`); needs the `go2` extra.
 - `command_process`: the high-rate path in a process of its own, the controller behind shared
   memory (`shared_state`); `busy_load`: busy processes, a stand-in for a busier computer.
-- `estimator`, `estimated_robot`: the base state from the IMU and leg kinematics.
+- `estimator`, `estimated_robot`: the base state from the IMU and leg kinematics; the filter's
+  arithmetic compiled (`estimator_core`, `estimator_filter.c`) where a C compiler is found.
+  The C is built as the project builds its generated C (`native.c_library`).
 - `steering`: velocity commands from the remote's sticks or ROS 2's `cmd_vel` (`ros2_types`).
 
-May import `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
+May import `native`, `dynamics` and `contact` (the simulated backends), never `trajopt`, the MPC or
 `learning`: controllers plug in through the `Controller` protocol.
 """
 

@@ -8,8 +8,9 @@ default `gcc`) into one shared library in `library_dir()` (`<DIFFLOCO_CACHE_DIR>
 a private temporary folder when that cache is off), named by a hash of the code, the compiler,
 its flags and the CPU. Every build is recorded with its seconds and whether it was found built
 (`builds()`). The generated knot functions (`trajopt.engine.generated_code`), the solver's
-hand-written kernels (`trajopt.engine.c_kernels`) and the estimator's filter
-(`hardware.estimator_core`) are all built here.
+hand-written kernels (`trajopt.engine.c_kernels`), the estimator's filter
+(`hardware.estimator_core`) and the safety layer's shaping (`hardware.safety_kernel`) are all
+built here.
 """
 
 from __future__ import annotations
