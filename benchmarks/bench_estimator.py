@@ -121,6 +121,29 @@ def walk(seconds: float, commands, segment: float, seed: int = 0):
     return robot, recorded, safety.mode.value
 
 
+def update_costs(model, samples: list, updates: int, arithmetic: str) -> np.ndarray:
+    """[s] `updates` timed `StateEstimator.update` calls with `arithmetic`, replaying `samples`
+    (the first 200 start the filter, untimed; at the end it resets and replays again)."""
+    from hardware.estimator import EstimatorConfig, StateEstimator
+
+    estimator = StateEstimator(model, EstimatorConfig(arithmetic=arithmetic))
+    for m in samples[:200]:  # start it
+        estimator.update(m)
+    replay = samples[200:]
+    costs, i = [], 0
+    while len(costs) < updates:
+        if i == len(replay):  # replayed to the end: start again (a reset and re-start)
+            estimator.reset()
+            for m in samples[:200]:
+                estimator.update(m)
+            i = 0
+        t0 = time.perf_counter()
+        estimator.update(replay[i])
+        costs.append(time.perf_counter() - t0)
+        i += 1
+    return np.array(costs)
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=5000)
@@ -137,7 +160,6 @@ def main(argv=None) -> dict:
 
     import dynamics
     from benchmarks.markdown_report import cpu_name, publish, versions
-    from hardware.estimator import StateEstimator
     from hardware.leg_kinematics import leg_kinematics
 
     cpu = pin_to_core()
@@ -159,29 +181,16 @@ def main(argv=None) -> dict:
         h["position"][keep][0, :2] - h["true_position"][keep][0, :2]
     )
 
-    # the cost per update: replay the recorded noisy samples through a fresh estimator
-    estimator = StateEstimator(model)
+    # the cost per update, the compiled arithmetic and NumPy's, on the same recorded samples
     samples = [m for m in recorded if m is not None]
-    for m in samples[:200]:  # start it
-        estimator.update(m)
-    replay = samples[200:]
-    costs, i = [], 0
-    while len(costs) < args.updates:
-        if i == len(replay):  # replayed to the end: start again (a reset and re-start)
-            estimator.reset()
-            for m in samples[:200]:
-                estimator.update(m)
-            i = 0
-        m = replay[i]
-        t0 = time.perf_counter()
-        estimator.update(m)
-        costs.append(time.perf_counter() - t0)
-        i += 1
-    costs = np.array(costs)
+    costs = update_costs(model, samples, args.updates, "c")
+    numpy_costs = update_costs(model, samples, args.updates, "numpy")
     out = {
         "kinematics_us": {k: v * 1e6 for k, v in kin.items()},
         "update_median_us": float(np.median(costs) * 1e6),
         "update_p99_us": float(np.percentile(costs, 99) * 1e6),
+        "numpy_update_median_us": float(np.median(numpy_costs) * 1e6),
+        "numpy_update_p99_us": float(np.percentile(numpy_costs, 99) * 1e6),
         "velocity_rms": float(np.sqrt(np.mean(np.sum(dv**2, axis=1)))),
         "velocity_rms_xyz": np.sqrt(np.mean(dv**2, axis=0)).tolist(),
         "height_max_error": float(np.max(np.abs(dz))),
@@ -204,8 +213,11 @@ def main(argv=None) -> dict:
         f"| leg kinematics per call, Pinocchio (used) | {kin['pinocchio'] * 1e6:.1f} us "
         f"(median of {args.kinematics_calls}) |",
         f"| leg kinematics per call, NumPy `dynamics.kinematics` | {kin['numpy'] * 1e6:.1f} us |",
-        f"| `StateEstimator.update` median, p99 ({len(costs)} updates) | "
+        f"| `StateEstimator.update` median, p99 ({len(costs)} updates), C arithmetic (used) | "
         f"{out['update_median_us']:.1f} us, {out['update_p99_us']:.1f} us |",
+        f"| the same, NumPy arithmetic; its median over C's | {out['numpy_update_median_us']:.1f}"
+        f" us, {out['numpy_update_p99_us']:.1f} us; "
+        f"{out['numpy_update_median_us'] / out['update_median_us']:.2f}x |",
         f"| tour ({out['seconds']:.1f} s, {len(OMNI_TOUR)} commands, `SensorNoise.go2()`): "
         f"velocity RMS error, norm of 3 | {out['velocity_rms']:.4f} m/s |",
         "| per component x, y, z (base frame) | "
