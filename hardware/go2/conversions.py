@@ -235,20 +235,22 @@ def lowstate_from_measurement(
 def measurement_from_lowstate(msg, perm, *, timestamp: float, sequence: int, robot_mode):
     """The `Measurement` of a LowState_ (no base position/velocity: see `base_from_sport_state`),
     with `foot_force` [N] (`foot_newtons`) and `motor_temperature` [deg C]."""
-    motors = msg.motor_state[:NUM_JOINTS]
     imu = msg.imu_state
+    # one array of the motors' fields, (4, nu) in the model's order: one conversion, not four
+    motors = np.array([(m.q, m.dq, m.tau_est, m.temperature)
+                       for m in msg.motor_state[:NUM_JOINTS]], dtype=float)[perm].T  # fmt: skip
     return Measurement(
         timestamp=timestamp,
         sequence=sequence,
-        joint_q=np.array([m.q for m in motors], dtype=float)[perm],
-        joint_qd=np.array([m.dq for m in motors], dtype=float)[perm],
+        joint_q=motors[0].copy(),
+        joint_qd=motors[1].copy(),
         base_quat=quat_xyzw(imu.quaternion),
         base_angular_velocity=np.array(imu.gyroscope, dtype=float),
         base_linear_acceleration=np.array(imu.accelerometer, dtype=float),
-        joint_tau=np.array([m.tau_est for m in motors], dtype=float)[perm],
+        joint_tau=motors[2].copy(),
         robot_mode=robot_mode,
         foot_force=foot_newtons(msg.foot_force),
-        motor_temperature=np.array([m.temperature for m in motors], dtype=float)[perm],
+        motor_temperature=motors[3].copy(),
     )
 
 
