@@ -278,4 +278,4 @@ def test_solves_with_one_and_two_linearisation_threads_are_the_same(tiny):
     two = fddp.solve_fddp(problem, None, us, max_iterations=3, verbose=False, linearize_threads=2)
     assert one.iterations == two.iterations == 3
     assert one.cost == two.cost
-    np.testing.assert_array_equal(np.asarray(one[1]), np.asarray(two[1]))
+    np.testing.assert_array_equal(np.asarray(one.us), np.asarray(two.us))
