@@ -8,9 +8,10 @@ correction of `hardware.estimator` (whose module docstring has the equations).
     core.legs()                                # -> core.rel, core.v_leg (4, 3)
     info = core.filter(dt)                     # -> x, P, ground, core.innovation, nis, foot_nis
 
-The library is built by `native.c_library.build_library` (the system's C compiler, `-O2`,
-cached by a hash of the code, the compiler and the CPU). `available()` says whether a compiler
-is there; the estimator uses the NumPy arithmetic without one.
+The library is built by `native.c_library.build_joined` (after `native/dense_cholesky.c`; the
+system's C compiler, `-O2`, cached by a hash of the code, the compiler and the CPU).
+`available()` says whether a compiler is there; the estimator uses the NumPy arithmetic
+without one.
 
 Inputs, in the buffers of `CompiledFilter`: `rotation (3, 3)` base to world, `gyro (3,)`
 [rad/s] base frame, `positions (4, 3)` and `jacobians (4, 6, nu)` (base frame,
@@ -45,7 +46,8 @@ def available() -> bool:
 
 @functools.cache
 def _library() -> ctypes.CDLL:
-    library = ctypes.CDLL(str(c_library.build_library(SOURCE, "estimator_filter", FLAGS)))
+    sources = (c_library.DENSE_CHOLESKY, SOURCE)  # the shared Cholesky first
+    library = ctypes.CDLL(str(c_library.build_joined(sources, "estimator_filter", FLAGS)))
     library.estimator_legs.restype = None
     library.estimator_legs.argtypes = [_P, _P, _P, _P, _P, ctypes.c_int, _P, _P, _P]
     library.estimator_filter.restype = ctypes.c_int

@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <string.h>
+/* cholesky, negative_cholesky_solve: native/dense_cholesky.c, built before this file */
 
 #define NFEET 4
 #define NX 18
@@ -65,37 +66,6 @@ void estimator_legs(const double *R, const double *omega, const double *p, const
     }
 }
 
-/* Lower Cholesky factor of the n x n SPD `a` in place (upper part left as is); 1 if not SPD. */
-static int cholesky(int n, double *a) {
-    for (int j = 0; j < n; ++j) {
-        double d = a[j * n + j];
-        for (int k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-        if (!(d > 0.0)) return 1;
-        d = sqrt(d);
-        a[j * n + j] = d;
-        for (int i = j + 1; i < n; ++i) {
-            double s = a[i * n + j];
-            for (int k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-            a[i * n + j] = s / d;
-        }
-    }
-    return 0;
-}
-
-/* b (n,) <- (L L^T)^-1 b for the lower factor L (n x n, row stride n). */
-static void cholesky_solve(int n, const double *l, double *b) {
-    for (int i = 0; i < n; ++i) {
-        double s = b[i];
-        for (int k = 0; k < i; ++k) s -= l[i * n + k] * b[k];
-        b[i] = s / l[i * n + i];
-    }
-    for (int i = n - 1; i >= 0; --i) {
-        double s = b[i];
-        for (int k = i + 1; k < n; ++k) s -= l[k * n + i] * b[k];
-        b[i] = s / l[i * n + i];
-    }
-}
-
 /* Row j of C (28 x 18) as at most two (column, value) entries. */
 static int c_row(int j, int *col, double *val) {
     if (j < 12) { /* p - c_i */
@@ -134,7 +104,7 @@ int estimator_filter(double dt, const double *acc, const double *rel, const doub
                      const double *w, const unsigned char *down, const unsigned char *was_down,
                      const double *cfg, double *x, double *P, double *ground,
                      double *innovation, double *nis, double *foot_nis) {
-    double inflation[NFEET], r[NY], pct[NX * NY], s[NY * NY], s_copy[NY * NY];
+    double inflation[NFEET], r[NY], pct[NX * NY], s[NY * NY], l[NY * NY], rhs[NY * (NX + 1)];
     double kt[NY * NX], sie[NY], ikc[NX * NX], tmp[NX * NX], pn[NX * NX];
     for (int i = 0; i < NFEET; ++i) inflation[i] = 1.0 + (1.0 - w[i]) * cfg[SWING];
     predict(dt, acc, inflation, cfg, x, P);
@@ -174,24 +144,24 @@ int estimator_filter(double dt, const double *acc, const double *rel, const doub
         }
         s[j * NY + j] += r[j];
     }
-    memcpy(s_copy, s, sizeof s);
-    if (cholesky(NY, s)) {
+    if (!cholesky(s, l, NY)) {
         for (int m = 0; m < NX; ++m) x[m] = NAN;
         *nis = NAN;
         for (int i = 0; i < NFEET; ++i) foot_nis[i] = NAN;
         return 1;
     }
-    /* kt = S^-1 C P (28 x 18): the gain's transpose; sie = S^-1 e */
-    double column[NY];
-    for (int m = 0; m < NX; ++m) {
-        for (int j = 0; j < NY; ++j) column[j] = pct[m * NY + j];
-        cholesky_solve(NY, s, column);
-        for (int j = 0; j < NY; ++j) kt[j * NX + m] = column[j];
+    /* -S^-1 [C P, e] (28 x 19): the gain's transpose kt = S^-1 C P, and sie = S^-1 e */
+    for (int j = 0; j < NY; ++j) {
+        for (int m = 0; m < NX; ++m) rhs[j * (NX + 1) + m] = pct[m * NY + j];
+        rhs[j * (NX + 1) + NX] = innovation[j];
     }
-    memcpy(sie, innovation, sizeof sie);
-    cholesky_solve(NY, s, sie);
+    negative_cholesky_solve(l, rhs, NY, NX + 1);
     double total = 0.0;
-    for (int j = 0; j < NY; ++j) total += innovation[j] * sie[j];
+    for (int j = 0; j < NY; ++j) {
+        for (int m = 0; m < NX; ++m) kt[j * NX + m] = -rhs[j * (NX + 1) + m];
+        sie[j] = -rhs[j * (NX + 1) + NX];
+        total += innovation[j] * sie[j];
+    }
     *nis = total;
     for (int m = 0; m < NX; ++m) {
         double v = 0.0;
@@ -226,20 +196,18 @@ int estimator_filter(double dt, const double *acc, const double *rel, const doub
     for (int i = 0; i < NFEET; ++i) {
         const int rows[7] = {3 * i, 3 * i + 1, 3 * i + 2, 12 + 3 * i, 13 + 3 * i, 14 + 3 * i,
                              24 + i};
-        double block[49], e[7];
+        double block[49], factor[49], e[7], sol[7];
         for (int a = 0; a < 7; ++a) {
-            e[a] = innovation[rows[a]];
-            for (int b = 0; b < 7; ++b) block[a * 7 + b] = s_copy[rows[a] * NY + rows[b]];
+            e[a] = sol[a] = innovation[rows[a]];
+            for (int b = 0; b < 7; ++b) block[a * 7 + b] = s[rows[a] * NY + rows[b]];
         }
-        double sol[7];
-        memcpy(sol, e, sizeof sol);
-        if (cholesky(7, block)) {
+        if (!cholesky(block, factor, 7)) {
             foot_nis[i] = NAN;
             continue;
         }
-        cholesky_solve(7, block, sol);
+        negative_cholesky_solve(factor, sol, 7, 1);
         double v = 0.0;
-        for (int a = 0; a < 7; ++a) v += e[a] * sol[a];
+        for (int a = 0; a < 7; ++a) v -= e[a] * sol[a];
         foot_nis[i] = v;
     }
     return 0;

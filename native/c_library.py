@@ -155,3 +155,17 @@ def _compile_and_link(units: list[Path], library: Path, cc: str, flags: tuple) -
         os.close(handle)
         shutil.copyfile(partial, staged)
         os.replace(staged, library)
+
+
+DENSE_CHOLESKY = Path(__file__).with_name("dense_cholesky.c")
+
+
+def build_joined(sources, stem: str, flags: tuple[str, ...] = DEFAULT_FLAGS) -> Path:
+    """The C files `sources` (paths, in order: a file may call the static functions of those
+    before it) joined into one translation unit and built by `build_library` (the joined text
+    is what its hash sees)."""
+    with tempfile.TemporaryDirectory(prefix="diffloco-joined-") as scratch:
+        joined = Path(scratch, f"{stem}.c")
+        joined.write_text("\n".join(Path(source).read_text() for source in sources))
+        return build_library(joined, stem, flags)
+

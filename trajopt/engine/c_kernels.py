@@ -1,5 +1,5 @@
 """The hand-written C kernels of `trajopt/` (`riccati.c`, `substep_elimination.c`,
-`fddp_iteration.c`): built once per machine by `c_library.build_library` (the system's C
+`fddp_iteration.c`): built once per machine by `native.c_library` (the system's C
 compiler, `-O3`, cached by a hash of the code, the compiler and the CPU) and loaded with
 `ctypes`, to be called on NumPy buffers.
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,19 +26,18 @@ INTS = np.ctypeslib.ndpointer(dtype=np.int32, flags="C_CONTIGUOUS")
 
 
 @functools.cache
-def _library(name: str, after: tuple[str, ...] = ()) -> ctypes.CDLL:
-    sources = [Path(__file__).with_name(f"{stem}.c") for stem in (*after, name)]
+def _library(name: str, after: tuple = ()) -> ctypes.CDLL:
+    sources = [s if isinstance(s, Path) else Path(__file__).with_name(f"{s}.c") for s in after]
+    sources.append(Path(__file__).with_name(f"{name}.c"))
     if not after:
         return ctypes.CDLL(str(c_library.build_library(sources[0], name, FLAGS)))
-    with tempfile.TemporaryDirectory(prefix="diffloco-kernel-") as scratch:
-        joined = Path(scratch, f"{name}.c")
-        joined.write_text("\n".join(source.read_text() for source in sources))
-        return ctypes.CDLL(str(c_library.build_library(joined, name, FLAGS)))
+    return ctypes.CDLL(str(c_library.build_joined(sources, name, FLAGS)))
 
 
-def load(name: str, signatures: dict, after: tuple[str, ...] = ()) -> ctypes.CDLL:
+def load(name: str, signatures: dict, after: tuple = ()) -> ctypes.CDLL:
     """The kernel `trajopt/<name>.c`, built on first use (after the kernels `after`, in one
-    file: it calls their functions), with `signatures = {function: (restype, argtypes)}`
+    file: it calls their functions; an entry is a kernel's stem or a C file's `Path`, e.g.
+    `native.c_library.DENSE_CHOLESKY`), with `signatures = {function: (restype, argtypes)}`
     applied."""
     library = _library(name, tuple(after))
     for function, (restype, argtypes) in signatures.items():

@@ -20,6 +20,7 @@ import functools
 import numpy as np
 
 from contact.coulomb import TANGENT_RCOND
+from native import c_library
 
 from .. import problem as P
 from . import c_kernels
@@ -41,7 +42,7 @@ def library() -> ctypes.CDLL:
     D = c_kernels.DOUBLES
     return c_kernels.load("fddp_iteration", {"fddp_iteration": (ctypes.c_int, [
         c_kernels.INTS, D, np.ctypeslib.ndpointer(dtype=np.uint64, flags="C_CONTIGUOUS"),
-    ] + [D] * 20)}, after=("riccati", "substep_elimination"))  # fmt: skip
+    ] + [D] * 20)}, after=(c_library.DENSE_CHOLESKY, "riccati", "substep_elimination"))  # fmt: skip
 
 
 def function_table(functions) -> np.ndarray:

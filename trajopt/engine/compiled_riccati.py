@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from native import c_library
+
 from .c_kernels import DOUBLES, buffer, load
 
 
@@ -29,7 +31,7 @@ def library() -> ctypes.CDLL:
         "gauss_newton": (None, [ctypes.c_int] * 4 + [DOUBLES] * 8),
         "riccati": (ctypes.c_int,
                     [ctypes.c_int] * 4 + [DOUBLES] * 10 + [ctypes.c_double] + [DOUBLES] * 3),
-    })  # fmt: skip
+    }, after=(c_library.DENSE_CHOLESKY,))  # fmt: skip
 
 
 class GaussNewton(NamedTuple):
