@@ -60,12 +60,12 @@ def test_solve_trot_example(tmp_path):
 def test_solve_trot_runs_in_jax_without_a_c_compiler(monkeypatch, capsys):
     """The main job's default derivatives: the generated C where a compiler is found, else JAX,
     said in its output."""
-    from trajopt.engine import generated_code
+    from native import c_library
 
     example = _load("solve_trot")
-    monkeypatch.setattr(generated_code, "compiler_available", lambda: True)
+    monkeypatch.setattr(c_library, "compiler_available", lambda: True)
     assert example.default_derivatives() == "compiled"
-    monkeypatch.setattr(generated_code, "compiler_available", lambda: False)
+    monkeypatch.setattr(c_library, "compiler_available", lambda: False)
     assert example.default_derivatives() == "implicit"
     assert "no C compiler" in capsys.readouterr().out
 
