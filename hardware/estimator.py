@@ -85,12 +85,10 @@ import scipy.stats
 from dynamics.model import Model
 
 from . import estimator_core
+from .estimator_core import NFEET, NX, NY  # feet, state size, measurement size
 from .interface import GRAVITY, Measurement, RobotMode, rotation_from_quat
 from .leg_kinematics import DEFAULT_BACKEND, leg_kinematics
 
-NFEET = 4
-NX = 6 + 3 * NFEET  # state size
-NY = 7 * NFEET  # measurement size: relative position (3), velocity (3), height (1) per foot
 POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
 ARITHMETIC = ("auto", "c", "numpy")  # `EstimatorConfig.arithmetic`
 

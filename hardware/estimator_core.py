@@ -31,7 +31,9 @@ import numpy as np
 
 from native import c_library
 
-NFEET, NX, NY = 4, 18, 28  # as `hardware.estimator` (and `estimator_filter.c`)
+NFEET = 4  # the filter's sizes (`hardware.estimator`; `estimator_filter.c` defines the same)
+NX = 6 + 3 * NFEET  # state size
+NY = 7 * NFEET  # measurement size: relative position (3), velocity (3), height (1) per foot
 SOURCE = Path(__file__).with_name("estimator_filter.c")
 FLAGS = ("-O2", *c_library.MACHINE_FLAGS)
 CONFIG_FIELDS = ("position_process", "velocity_process", "foot_process", "foot_position_var",
