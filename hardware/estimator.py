@@ -83,6 +83,7 @@ import scipy.linalg.lapack
 import scipy.stats
 
 from dynamics.model import Model
+from native import c_library
 
 from . import estimator_core
 from .estimator_core import NFEET, NX, NY  # feet, state size, measurement size
@@ -90,7 +91,6 @@ from .interface import GRAVITY, Measurement, RobotMode, rotation_from_quat
 from .leg_kinematics import DEFAULT_BACKEND, leg_kinematics
 
 POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
-ARITHMETIC = ("auto", "c", "numpy")  # `EstimatorConfig.arithmetic`
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,7 @@ class EstimatorConfig:
     arithmetic: str = "auto"
 
     def __post_init__(self):
-        if self.arithmetic not in ARITHMETIC:
-            raise ValueError(f"arithmetic must be one of {ARITHMETIC}, got {self.arithmetic!r}")
+        c_library.check_arithmetic(self.arithmetic)
         if self.ground not in ("flat", "touchdown"):
             raise ValueError(f"ground must be 'flat' or 'touchdown', got {self.ground!r}")
         if not (0.0 <= self.contact_off <= self.contact_on <= self.full_contact_force
@@ -359,7 +358,7 @@ class StateEstimator:
         self.C = measurement_matrix()
         self.nis_gate = float(scipy.stats.chi2.ppf(cfg.nis_gate_probability, NY))
         self.core = None
-        if cfg.arithmetic == "c" or (cfg.arithmetic == "auto" and estimator_core.available()):
+        if c_library.compiled_arithmetic(cfg.arithmetic):
             row = estimator_core.config_row(cfg, cfg.ground == "touchdown")
             self.core = estimator_core.CompiledFilter(row, model.nu, self.foot_radius)
         self.x, self.P, self.ground_height = np.zeros(NX), np.eye(NX), np.zeros(NFEET)

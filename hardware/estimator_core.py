@@ -10,8 +10,7 @@ correction of `hardware.estimator` (whose module docstring has the equations).
 
 The library is built by `native.c_library.build_joined` (after `native/dense_cholesky.c`; the
 system's C compiler, `-O2`, cached by a hash of the code, the compiler and the CPU).
-`available()` says whether a compiler is there; the estimator uses the NumPy arithmetic
-without one.
+Without a compiler the estimator uses the NumPy arithmetic (`EstimatorConfig.arithmetic`).
 
 Inputs, in the buffers of `CompiledFilter`: `rotation (3, 3)` base to world, `gyro (3,)`
 [rad/s] base frame, `positions (4, 3)` and `jacobians (4, 6, nu)` (base frame,
@@ -40,10 +39,6 @@ CONFIG_FIELDS = ("position_process", "velocity_process", "foot_process", "foot_p
                  "foot_velocity_var", "foot_height_var", "swing_inflation")  # fmt: skip
 _P = ctypes.c_void_p
 
-
-def available() -> bool:
-    """Whether the C filter can be built here (a C compiler on the PATH)."""
-    return c_library.compiler_available()
 
 
 @functools.cache

@@ -69,6 +69,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from native import c_library
+
 from . import safety_kernel
 from .interface import JointCommand, JointMap, Measurement, RobotMode
 from .pose import interpolate_pose
@@ -134,8 +136,7 @@ class SafetyConfig:
     arithmetic: str = "auto"
 
     def __post_init__(self):
-        if self.arithmetic not in ("auto", "c", "numpy"):
-            raise ValueError(f"arithmetic must be 'auto', 'c' or 'numpy', got {self.arithmetic!r}")
+        c_library.check_arithmetic(self.arithmetic)
         rate = self.max_target_rate
         if rate is not None and not np.all(np.asarray(rate, float) > 0):
             raise ValueError(f"max_target_rate must be positive [rad/s] (or None), got {rate}")
@@ -328,7 +329,7 @@ class SafetyLayer:
         if np.any(self.lower > self.upper):
             raise ValueError("position_margin leaves no room between the joint limits")
         self.kernel = None
-        if cfg.arithmetic == "c" or (cfg.arithmetic == "auto" and safety_kernel.available()):
+        if c_library.compiled_arithmetic(cfg.arithmetic):
             limits = (self.lower, self.upper, jm.velocity_limit, self.max_kp, self.max_kd,
                       self.torque_limit)  # fmt: skip
             self.kernel = safety_kernel.ShapeKernel(np.stack(limits))

@@ -8,9 +8,9 @@ NumPy's results to the bit).
     bits = kernel(blend)                   # -> kernel.out (5, nu), kernel.masks (NMASKS, nu)
 
 The library is built by `native.c_library.build_library` (the system's C compiler, cached by a
-hash of the code, the compiler and the CPU). `available()` says whether a compiler is there;
-the safety layer shapes with NumPy without one. The buffers' addresses are taken once (a
-ctypes call converting a dozen arrays per call costs more than the arithmetic).
+hash of the code, the compiler and the CPU). Without a compiler the safety layer shapes with
+NumPy (`SafetyConfig.arithmetic`). The buffers' addresses are taken once (a ctypes call
+converting a dozen arrays per call costs more than the arithmetic).
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ MASKS = (("position_clipped", ""), ("velocity_clipped", ""), ("gain_clipped", ""
 BEFORE_BLEND = 4  # the first four masks come before the soft start's blend
 _P = ctypes.c_void_p
 
-
-def available() -> bool:
-    """Whether the kernel can be built here (a C compiler on the PATH)."""
-    return c_library.compiler_available()
 
 
 @functools.cache

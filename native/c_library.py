@@ -58,6 +58,22 @@ def compiler() -> str:
     return os.environ.get("CC", "gcc")
 
 
+ARITHMETIC = ("auto", "c", "numpy")  # a part with a C and a NumPy implementation of its sums
+
+
+def check_arithmetic(arithmetic: str) -> str:
+    """`arithmetic` if it is one of `ARITHMETIC`, else a ValueError naming it."""
+    if arithmetic not in ARITHMETIC:
+        raise ValueError(f"arithmetic must be one of {ARITHMETIC}, got {arithmetic!r}")
+    return arithmetic
+
+
+def compiled_arithmetic(arithmetic: str) -> bool:
+    """Whether `arithmetic` (`ARITHMETIC`) runs the C: "c", or "auto" where a compiler is found
+    (`compiler_available`); "numpy" never."""
+    return check_arithmetic(arithmetic) == "c" or (arithmetic == "auto" and compiler_available())
+
+
 def compiler_available() -> bool:
     """Whether `compiler()` is on the PATH (derivatives="compiled" needs it at the first use)."""
     return shutil.which(compiler()) is not None

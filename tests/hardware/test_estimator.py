@@ -392,9 +392,9 @@ def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
     foot in turn unloaded for 60 ms, then 10 ms (a touchdown, then a chattering one): every
     estimate and contact weight agrees to rounding (the same equations, summed in another
     order)."""
-    from hardware.estimator_core import available
+    from native import c_library
 
-    if not available():
+    if not c_library.compiler_available():
         pytest.skip("no C compiler")
     robot, hold = settled_robot(model, height_offset=0.05)
     rng = np.random.default_rng(1)
