@@ -40,6 +40,7 @@ import numpy as np
 
 from .collection_pauses import freeze_survivors, frozen_heap
 from .interface import Controller, Measurement, RobotInterface, VelocityCommand
+from .queued_logging import queued_logging
 from .safety import SafetyLayer
 from .timing import TimingStats
 
@@ -210,9 +211,10 @@ def run(
         newest = robot.read() or first
         t0_robot = robot.now()
         safety.start(t0_robot, newest)
-        if realtime:
-            return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
-                             command_source, on_tick, t0_robot)  # fmt: skip
+        if realtime:  # warnings written by a thread of their own (`queued_logging`)
+            with queued_logging():
+                return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
+                                 command_source, on_tick, t0_robot)  # fmt: skip
         return _run_simulated(robot, controller, safety, duration, ratio, command_dt,
                               command_source, on_tick, t0_robot)  # fmt: skip
 

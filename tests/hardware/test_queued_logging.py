@@ -1,0 +1,56 @@
+"""`hardware.queued_logging`: records written by a listener thread, none lost, handlers restored."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from hardware.queued_logging import queued_logging
+
+
+class BlockingHandler(logging.Handler):
+    """Holds every record until `gate` is set; remembers the thread that wrote each."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.gate = threading.Event()
+        self.written: list = []
+
+    def emit(self, record):
+        self.gate.wait(10.0)
+        self.written.append((record.getMessage(), threading.get_ident()))
+
+
+def test_a_warning_does_not_wait_for_its_handler_and_is_written_by_the_block_end():
+    root = logging.getLogger()
+    handler = BlockingHandler()
+    root.addHandler(handler)
+    before = list(root.handlers)
+    try:
+        with queued_logging():
+            logging.getLogger("hardware.safety").warning("t=%.1f rate_limited", 1.5)
+            logging.getLogger("hardware.safety").info("below the handler's level")
+            # the logging call returned although the handler is still blocked
+            assert handler.written == []
+            handler.gate.set()
+        assert root.handlers == before
+        assert [m for m, _ in handler.written] == ["t=1.5 rate_limited"]
+        assert handler.written[0][1] != threading.get_ident()  # the listener's thread
+    finally:
+        root.removeHandler(handler)
+
+
+def test_nested_blocks_share_the_outer_queue():
+    root = logging.getLogger()
+    handler = BlockingHandler()
+    handler.gate.set()
+    root.addHandler(handler)
+    try:
+        with queued_logging():
+            inner_before = list(root.handlers)
+            with queued_logging():
+                assert root.handlers == inner_before
+                logging.getLogger("x").warning("inner")
+        assert [m for m, _ in handler.written] == ["inner"]
+    finally:
+        root.removeHandler(handler)
