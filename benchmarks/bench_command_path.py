@@ -18,16 +18,16 @@ LowCmds sent by `Go2Robot`'s writer thread at 500 Hz. Timers wrapped around the 
 perf_counter calls a tick) give, per call or per tick, in microseconds:
 
     take_decode  `Go2Robot._poll` calls that took exactly one LowState: the DDS take and its
-                 decoding (`conversions.measurement_from_lowstate`); the loop's read and its
+                 decoding (`packed.LowStateDecoder`, from its bytes); the loop's read and its
                  LowCmd send (or the writer thread) both poll, so each LowState is decoded
                  by one of them. With the simulated Go2 it also takes its ground-truth topic
                  (a deployment in simulation logs it), and always the empty
                  `rt/sportmodestate`
     estimator    `StateEstimator.update`, per call (one per LowState)
     safety       `SafetyLayer.observe` + `SafetyLayer.command`, per tick
-    encode_crc   `conversions.lowcmd_from_command` (slot mapping, CRC), per LowCmd (in the
+    encode_crc   `packed.LowCmdPacker.pack` (slot mapping, CRC), per LowCmd (in the
                  tick, or in the writer thread with `--command-path thread`)
-    dds_write    the LowCmd `DataWriter.write`, per LowCmd (the same)
+    dds_write    the LowCmd's write (`dds.write_serialized`), per LowCmd (the same)
     log_row      `RecordingRobot.write` less the inner robot's `write` (the drivers' check
                  and, in process mode, the LowCmd send): the row (measurement, command,
                  probes) and `DeploymentLogWriter.append`, per tick
@@ -163,20 +163,6 @@ def timed_poll(go2, sink: list):
     return call
 
 
-class TimedWriter:
-    """A DDS writer whose `write` appends its wall time [s] to `sink`."""
-
-    def __init__(self, writer, sink: list):
-        self.writer, self.sink = writer, sink
-
-    def write(self, sample):
-        t = time.perf_counter()
-        try:
-            return self.writer.write(sample)
-        finally:
-            self.sink.append(time.perf_counter() - t)
-
-
 @contextlib.contextmanager
 def instrumented(go2, estimator, safety, recorder):
     """Timers on the parts of the command path (module docstring) for the block; yields
@@ -188,9 +174,9 @@ def instrumented(go2, estimator, safety, recorder):
 
     raw = {k: [] for k in ("poll", "estimator", "observe", "command", "encode_crc",
                            "dds_write", "row", "inner_write", "log_chunk")}  # fmt: skip
-    encode, write_chunk = go2_module.lowcmd_from_command, log_module.write_chunk
-    writer = go2.cmd_writer
+    send, write_chunk = go2_module.write_serialized, log_module.write_chunk
     patched = [(go2, "_poll", timed_poll(go2, raw["poll"])),
+               (go2._packer, "pack", timed(go2._packer.pack, raw["encode_crc"])),
                (go2, "write", timed(go2.write, raw["inner_write"])),
                (estimator, "update", timed(estimator.update, raw["estimator"])),
                (safety, "observe", timed(safety.observe, raw["observe"])),
@@ -198,15 +184,13 @@ def instrumented(go2, estimator, safety, recorder):
                (recorder, "write", timed(recorder.write, raw["row"]))]  # fmt: skip
     for owner, name, fn in patched:
         setattr(owner, name, fn)
-    go2_module.lowcmd_from_command = timed(encode, raw["encode_crc"])
+    go2_module.write_serialized = timed(send, raw["dds_write"])
     log_module.write_chunk = timed(write_chunk, raw["log_chunk"])
-    go2.cmd_writer = TimedWriter(writer, raw["dds_write"])
     try:
         yield raw
     finally:
-        go2.cmd_writer = writer
         log_module.write_chunk = write_chunk
-        go2_module.lowcmd_from_command = encode
+        go2_module.write_serialized = send
         for owner, name, _ in patched:
             delattr(owner, name)  # the class's method again
 

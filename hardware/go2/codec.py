@@ -170,6 +170,43 @@ def c_bytes(sample) -> bytes:
     return packer.pack(*flatten(sample))
 
 
+# --------------------------------------------------------------------------- leaf offsets
+def leaf_offsets(cls, layout: str) -> list[tuple[str, str, int]]:
+    """`[(path, struct char, byte offset)]` of every number of a fixed-size IdlStruct, in
+    declaration order (the order of `_flattener`): offsets in its C struct (`layout="c"`, as
+    `c_layout`) or in its XCDR1 body (`"cdr"`, as `cdr_layout`; the body follows the 4-byte
+    encapsulation header). Paths read `motor_cmd[3].q`, `imu_state.quaternion[0]`."""
+    if layout not in ("c", "cdr"):
+        raise ValueError(f"layout must be 'c' or 'cdr', got {layout!r}")
+    out: list = []
+
+    def walk(path: str, t, offset: int) -> int:
+        d = _describe(t)
+        if d[0] == "prim":
+            size = struct.calcsize("<" + d[1])
+            offset += -offset % (size if layout == "c" else min(size, 8))
+            out.append((path, d[1], offset))
+            return offset + size
+        if d[0] == "struct":
+            start = offset
+            if layout == "c":
+                _, size, align = c_layout(d[1])
+                start = offset = offset + -offset % align
+            for name, ft in _field_types(d[1]):
+                offset = walk(f"{path}.{name}", ft, offset)
+            return start + size if layout == "c" else offset
+        if d[0] == "array":
+            for k in range(d[2]):
+                offset = walk(f"{path}[{k}]", d[1], offset)
+            return offset
+        raise TypeError(f"{t} has no fixed {layout} layout")
+
+    offset = 0
+    for name, t in _field_types(cls):
+        offset = walk(name, t, offset)
+    return out
+
+
 # --------------------------------------------------------------------------- fast CDR codec
 def cdr_layout(cls) -> str:
     """`struct` format of the XCDR1 body of a fixed-size IdlStruct: every primitive aligned to

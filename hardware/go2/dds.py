@@ -6,6 +6,8 @@ the topic names, readers and writers.
     writer = make_writer(participant, TOPIC_LOWCMD, messages.LowCmd_)
     reader = make_reader(participant, TOPIC_LOWSTATE, messages.LowState_)
     states = take(reader, messages.LowState_)      # oldest first
+    serialized = take_serialized(reader)           # the same, as bytes (`packed` decodes them)
+    write_serialized(writer, packer.pack(command))
 
 Domains: the robot 0 (on the wired network card), `unitree_mujoco` 1 (`lo`), our simulated Go2
 any. Readers are polled (`take`), never listeners. Cyclone DDS is imported when a function is
@@ -66,3 +68,28 @@ def make_reader(participant, topic: str, cls, depth: int = 1, reliable: bool = F
 def take(reader, cls, n: int = 64) -> list:
     """The samples waiting in `reader` (oldest first); dispose/unregister notices dropped."""
     return [s for s in reader.take(n) if isinstance(s, cls)]
+
+
+def take_serialized(reader, n: int = 64) -> list:
+    """The serialized samples (bytes: encapsulation header, then body) waiting in `reader`,
+    oldest first, dispose/unregister notices dropped: what `take` would deserialize. Calls
+    Cyclone's C layer on the reader's handle (`cyclonedds==0.10.2`, as `DataReader.take`)."""
+    from cyclonedds._clayer import ddspy_take
+    from cyclonedds.core import DDSException
+
+    samples = ddspy_take(reader._ref, n)
+    if isinstance(samples, int):
+        raise DDSException(samples, f"Occurred while taking data in {reader!r}")
+    return [data for data, info in samples if info.valid_data]
+
+
+def write_serialized(writer, data: bytes) -> None:
+    """Write a sample already serialized as `writer`'s type (header, body, padded to whole
+    words: `DataWriter.write` does the same after serializing), through Cyclone's C layer on
+    the writer's handle (`cyclonedds==0.10.2`)."""
+    from cyclonedds._clayer import ddspy_write
+    from cyclonedds.core import DDSException
+
+    ret = ddspy_write(writer._ref, data)
+    if ret < 0:
+        raise DDSException(ret, f"Occurred while writing sample in {writer!r}")

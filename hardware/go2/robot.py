@@ -68,9 +68,6 @@ from .conversions import (
     TOPIC_GROUND_TRUTH,
     Buttons,
     base_from_sport_state,
-    lowcmd_from_command,
-    measurement_from_lowstate,
-    new_lowcmd,
     remote_buttons,
     sdk_permutation,
 )
@@ -83,8 +80,11 @@ from .dds import (
     make_writer,
     open_domain,
     take,
+    take_serialized,
+    write_serialized,
 )
 from .motion_switcher import release_sport_mode_or_none
+from .packed import LowCmdPacker, LowStateDecoder
 from .tick_clock import TickClock
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,8 @@ class Go2Robot:
     ):
         self.joint_map = joint_map
         self.perm = sdk_permutation(joint_map)
+        self._decoder = LowStateDecoder(self.perm)  # LowStates and LowCmds as bytes (`packed`)
+        self._packer = LowCmdPacker(self.perm)
         self.state_timeout = float(state_timeout)
         self.estop_buttons = int(estop_buttons)
         self.period = 1.0 / command_rate
@@ -180,7 +182,6 @@ class Go2Robot:
         self._running = True
         self._thread = None
         self.threaded = self.threaded and bool(writer_thread)
-        self._msg = new_lowcmd()
         if self.threaded:
             self._thread = threading.Thread(target=self._write_loop, daemon=True, name="go2-lowcmd")
             self._thread.start()
@@ -190,11 +191,13 @@ class Go2Robot:
 
     threaded = True  # a writer thread repeats the command at `command_rate`
 
+    def _state_stamp(self, tick_ms: int, now: float) -> float:
+        """The timestamp of a LowState with `tick` [ms] that arrived at local time `now`: its
+        tick on this computer's clock."""
+        return self.tick_clock(tick_ms, now)
+
     def _stamp(self, msg, now: float) -> float:
-        """The timestamp of a LowState (its tick on this computer's clock) or a SportModeState
-        (its arrival) that arrived at local time `now`."""
-        if isinstance(msg, msgs.LowState_):
-            return self.tick_clock(msg.tick, now)
+        """The timestamp of a SportModeState that arrived at local time `now`: its arrival."""
         return now
 
     # ------------------------------------------------------------- incoming (polled)
@@ -212,25 +215,29 @@ class Go2Robot:
             if truth:
                 self.counters["ground_truths"] += len(truth)
                 self.truth = (self._stamp(truth[-1], now), *base_from_sport_state(truth[-1]))
-        for msg in take(self.state_reader, msgs.LowState_, STATE_QUEUE):  # oldest first
+        for data in take_serialized(self.state_reader, STATE_QUEUE):  # oldest first
             self.counters["states"] += 1
-            self._receive_state(msg, now)
+            self._receive_state(data, now)
 
-    def _receive_state(self, msg, now: float) -> None:
-        buttons = remote_buttons(msg.wireless_remote)
+    def _receive_state(self, data: bytes, now: float) -> None:
+        """Take one serialized LowState that arrived at local time `now`."""
+        decoder = self._decoder
+        data = decoder.readable(data)
+        remote = decoder.remote(data)
+        buttons = remote_buttons(remote)
         if self.estop_buttons and buttons & self.estop_buttons == self.estop_buttons:
             if self.driver.mode is not RobotMode.ESTOP:
                 self.counters["estops"] += 1
                 logger.error("remote e-stop buttons 0x%04x pressed", buttons)
             self.driver.estop(now)
         self.buttons = buttons
-        self.remote = bytes(msg.wireless_remote)
+        self.remote = remote
         self.sequence += 1
-        stamp = self._stamp(msg, now)
-        m = measurement_from_lowstate(
-            msg, self.perm, timestamp=stamp, sequence=self.sequence, robot_mode=self.driver.mode
+        stamp = self._state_stamp(decoder.tick(data), now)
+        m = decoder.measurement(
+            data, timestamp=stamp, sequence=self.sequence, robot_mode=self.driver.mode
         )
-        if not m.is_finite():
+        if m is None:  # a non-finite number or a degenerate quaternion
             self.counters["nonfinite"] += 1
             return
         self.latest = m
@@ -321,7 +328,7 @@ class Go2Robot:
         start = time.perf_counter()
         command = self._active_command(start, poll=scheduled is not None)
         if command is not None:
-            self.cmd_writer.write(lowcmd_from_command(command, self.perm, self._msg))
+            write_serialized(self.cmd_writer, self._packer.pack(command))
             self.counters["sent"] += 1
             self.timing.record(start, time.perf_counter() - start, scheduled)
 
@@ -397,9 +404,10 @@ class LockstepGo2Robot(Go2Robot):
         self.resend_every = resend_every
         self.step_writer = make_writer(self.participant, TOPIC_STEP, msgs.Step_)
 
+    def _state_stamp(self, tick_ms: int, now: float) -> float:
+        return 1e-3 * tick_ms
+
     def _stamp(self, msg, now: float) -> float:
-        if isinstance(msg, msgs.LowState_):
-            return 1e-3 * msg.tick
         return msg.stamp.sec + 1e-9 * msg.stamp.nanosec
 
     def now(self) -> float:
@@ -413,7 +421,7 @@ class LockstepGo2Robot(Go2Robot):
             if self.latest is None or self.driver.command is None:
                 return
             active = self.driver.active_command(self.latest.joint_q, now)
-            self.cmd_writer.write(lowcmd_from_command(active, self.perm, self._msg))
+            write_serialized(self.cmd_writer, self._packer.pack(active))
             self.counters["sent"] += 1
 
     def advance(self, duration: float) -> None:
