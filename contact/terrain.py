@@ -4,12 +4,12 @@ World frame: z up, SI units. A terrain is a frozen dataclass registered as a pyt
 is the (static) kind, every numeric parameter is a traced leaf, so terrains can be batched with
 `vmap`, randomised (friction, heights) and differentiated. The constructors below raise
 `ValueError` naming the argument for a concrete negative `friction`, a `step_length` or
-`cell_size` <= 0 (`checks.require`; traced values pass unchecked).
+`cell_size` <= 0, non-finite `heights` (`checks.require`; traced values pass unchecked).
 
     kind         constructor                                   distance
     Plane        flat(height), incline(angle), plane(n, h)     exact
     Steps        steps(step_height, step_length, start_x)      exact within 2 step lengths
-    Heightfield  heightfield(heights, x0, y0, cell_size)       exact within 3 cells
+    Heightfield  heightfield(heights, x0, y0, cell_size)       exact within `window` cells (3)
 
 `signed_distance(terrain, p) -> (gap, normal)`: `gap > 0` above (outside) the ground, `normal`
 the unit outward normal, equal to the gradient of the gap wherever the gap is differentiable.
@@ -21,13 +21,15 @@ Every gap has finite first derivatives everywhere (including on the surface and 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .checks import NONNEGATIVE, POSITIVE, require
+from .checks import NONNEGATIVE, POSITIVE, concrete, require
 
 # Steps: the distance is computed to the treads k-2..k+2 around the tread under the point and
 # the risers between them; it is exact within `_STEPS_WINDOW * step_length` of the surface.
@@ -94,7 +96,9 @@ class Heightfield:
     """Triangulated height map (see `heightfield`).
 
     Leaves: `heights (nx, ny)` [m], `heights[i, j]` at `(x0 + i cell_size, y0 + j cell_size)`;
-    `x0 ()`, `y0 ()`, `cell_size ()` [m]; `friction ()`. The grid size is static (array shape).
+    `x0 ()`, `y0 ()`, `cell_size ()` [m]; `friction ()`. The grid size is static (array shape),
+    and so is `window` (int): the distance query searches the cells within `window` cells of
+    the one under the point and is exact within `window * cell_size` of the surface.
     """
 
     kind: ClassVar[str] = "heightfield"
@@ -103,6 +107,7 @@ class Heightfield:
     y0: jax.Array
     cell_size: jax.Array
     friction: jax.Array
+    window: int = dataclasses.field(default=_HEIGHTFIELD_WINDOW, metadata={"static": True})
 
 
 Terrain = Plane | Steps | Heightfield
@@ -161,23 +166,42 @@ def steps(step_height, step_length, start_x, friction=0.8, num_steps=float("inf"
     )
 
 
-def heightfield(heights, x0, y0, cell_size, friction=0.8) -> Heightfield:
+def heightfield(heights, x0, y0, cell_size, friction=0.8, window=None) -> Heightfield:
     """Height map `heights (nx, ny)`, nx, ny >= 2, node `(i, j)` at `(x0 + i h, y0 + j h)` with
     `h = cell_size`; each cell two triangles split along its diagonal from node `(i, j)` to
     `(i+1, j+1)` (the surface `viz` draws), constant (edge values) outside the grid. Sharp
-    edges, exact Euclidean distance within `_HEIGHTFIELD_WINDOW` cells (see `signed_distance`):
-    a stone's vertical side is a wall, not a slope felt from above."""
+    edges, exact Euclidean distance within `window` cells (default `_HEIGHTFIELD_WINDOW`; see
+    `signed_distance`): a stone's vertical side is a wall, not a slope felt from above.
+
+    The query's cost grows as `(2 window + 1)^2`: a contact step needs the distance exact only
+    below its activation cut-off (`StepParams.margin`, a few cm), so `window =
+    ceil(cutoff / cell_size)` gives the same step for a fraction of the cost (`window_for`)."""
     heights = jnp.asarray(heights, dtype=jnp.result_type(float))
     if heights.ndim != 2 or min(heights.shape) < 2:
         raise ValueError(f"heights must be (nx, ny) with nx, ny >= 2, got {heights.shape}")
+    values = concrete(heights)
+    if values is not None and not np.all(np.isfinite(values)):
+        i, j = np.argwhere(~np.isfinite(values))[0]
+        raise ValueError(f"heightfield: heights must be finite, got {values[i, j]} at ({i}, {j})")
     require("heightfield", "cell_size", cell_size, POSITIVE)
+    window = _HEIGHTFIELD_WINDOW if window is None else window
+    if not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"heightfield: window must be an int >= 1 (cells), got {window!r}")
+    window = int(window)
     return Heightfield(
         heights=heights,
         x0=_scalar(x0),
         y0=_scalar(y0),
         cell_size=_scalar(cell_size),
         friction=_friction("heightfield", friction),
+        window=window,
     )
+
+
+def window_for(reach: float, cell_size: float) -> int:
+    """The smallest `window` (>= 1) whose query is exact for every gap below `reach` [m]:
+    `ceil(reach / cell_size)` (the window's edge is at least `window` cells away)."""
+    return max(1, int(-(-float(reach) // float(cell_size))))
 
 
 # ----------------------------------------------------------------------------- heights
@@ -332,13 +356,14 @@ def _triangles_closest(p, a, b, c):
 
 def _heightfield_window(terrain: Heightfield, x, y):
     """Corners `(a, b, c)`, each `(m, 3)`, of the triangles of the `(2 W + 1)^2` cells around
-    the cell under `(x, y)`, `W = _HEIGHTFIELD_WINDOW` (fewer on a smaller grid; the window is
+    the cell under `(x, y)`, `W = terrain.window` (fewer on a smaller grid; the window is
     shifted to stay on the grid)."""
     nx, ny = terrain.heights.shape
-    wx, wy = min(2 * _HEIGHTFIELD_WINDOW + 1, nx - 1), min(2 * _HEIGHTFIELD_WINDOW + 1, ny - 1)
+    w = terrain.window
+    wx, wy = min(2 * w + 1, nx - 1), min(2 * w + 1, ny - 1)
     i, j, _, _ = _heightfield_cell(terrain, x, y)
-    i0 = jnp.clip(i - _HEIGHTFIELD_WINDOW, 0, nx - 1 - wx)
-    j0 = jnp.clip(j - _HEIGHTFIELD_WINDOW, 0, ny - 1 - wy)
+    i0 = jnp.clip(i - w, 0, nx - 1 - wx)
+    j0 = jnp.clip(j - w, 0, ny - 1 - wy)
     z = jax.lax.dynamic_slice(terrain.heights, (i0, j0), (wx + 1, wy + 1))
     gx = terrain.x0 + terrain.cell_size * (i0 + jnp.arange(wx + 1, dtype=z.dtype))
     gy = terrain.y0 + terrain.cell_size * (j0 + jnp.arange(wy + 1, dtype=z.dtype))
@@ -354,7 +379,7 @@ def _heightfield_window(terrain: Heightfield, x, y):
 
 def _heightfield_distance(terrain: Heightfield, point):
     """Euclidean distance to the triangles of the `(2 W + 1)^2` cells around the point,
-    `W = _HEIGHTFIELD_WINDOW`, signed by the side of the surface `s = sign(z - H(x, y))`:
+    `W = terrain.window`, signed by the side of the surface `s = sign(z - H(x, y))`:
 
         closest point inside a triangle:  gap = n . (p - a),  normal n   (smooth on the surface)
         closest point on an edge c:       gap = s |p - c|,    normal s (p - c) / |p - c|
@@ -426,30 +451,33 @@ def contact_frame(normal, xp=jnp):
 _KINDS = {cls.kind: cls for cls in (Plane, Steps, Heightfield)}
 
 
+def _static(f) -> bool:
+    return bool(f.metadata.get("static", False))
+
+
 def terrain_to_dict(terrain: Terrain) -> dict:
-    """A JSON-able description `{"kind": ..., <leaf>: float or nested list}` of a terrain."""
-    import dataclasses
-
-    import numpy as np
-
+    """A JSON-able description `{"kind": ..., <leaf>: float or nested list}` of a terrain
+    (static fields, e.g. a height field's `window`, as they are)."""
     out = {"kind": terrain.kind}
     for f in dataclasses.fields(terrain):
-        value = np.asarray(getattr(terrain, f.name), dtype=float)
-        out[f.name] = value.tolist()
+        value = getattr(terrain, f.name)
+        out[f.name] = value if _static(f) else np.asarray(value, dtype=float).tolist()
     return out
 
 
 def terrain_from_dict(description: dict) -> Terrain:
-    """Inverse of `terrain_to_dict`; raises `ValueError` naming the unknown kind or field."""
-    import dataclasses
-
+    """Inverse of `terrain_to_dict` (a static field may be absent: its default); raises
+    `ValueError` naming the unknown kind or field."""
     kind = description.get("kind")
     if kind not in _KINDS:
         raise ValueError(f"unknown terrain kind {kind!r}; expected one of {sorted(_KINDS)}")
     cls = _KINDS[kind]
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields if not _static(f)]
     missing = [n for n in names if n not in description]
     if missing:
         raise ValueError(f"terrain description of kind {kind!r} lacks fields {missing}")
     _friction(kind, description["friction"])
-    return cls(**{n: jnp.asarray(description[n], dtype=jnp.result_type(float)) for n in names})
+    values = {n: jnp.asarray(description[n], dtype=jnp.result_type(float)) for n in names}
+    static = {f.name: description[f.name] for f in fields if _static(f) and f.name in description}
+    return cls(**values, **static)
