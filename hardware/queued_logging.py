@@ -2,44 +2,70 @@
 
     with queued_logging():
         while running:
-            tick()          # a warning here costs a queue put, not a write to the terminal
+            tick()          # a warning here costs a list append, not a write to the terminal
 
 A handler that writes to a terminal or a pipe does so in the thread that logs: a write and a
 flush, tens of microseconds, and as long as the reader takes when its pipe is full. A 500 Hz
 loop that records a safety intervention would wait for it. Inside the block the root logger
-hands each record to a queue (`logging.handlers.QueueHandler`: the message is formatted, then
-put); a listener thread hands it to the handlers the root had before (Python's last-resort
-handler, warnings and worse to stderr, where it had none), each at its own level. The queue is
-emptied before the block ends, so everything logged in it is written by then.
+hands each record to a `deque` (`logging.handlers.QueueHandler`: the message is formatted, then
+appended; no thread is woken, so none competes with the loop for the interpreter's lock
+then). A writer thread wakes every `interval` seconds and hands what it finds to the handlers
+the root had before (Python's last-resort handler, warnings and worse to stderr, where it had
+none), each at its own level. What is left is written before the block ends.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import logging.handlers
-import queue
+import threading
 from collections.abc import Iterator
+
+INTERVAL = 0.05  # [s] between the writer thread's passes
+
+
+class _Records(collections.deque):
+    """A deque with the `put_nowait` a `QueueHandler` calls (appending is thread-safe)."""
+
+    def put_nowait(self, record) -> None:
+        self.append(record)
+
+
+def _write(records: _Records, handlers: list) -> None:
+    """Hand every queued record to each handler at or below the record's level."""
+    while records:
+        record = records.popleft()
+        for handler in handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
 
 
 @contextlib.contextmanager
-def queued_logging() -> Iterator[None]:
-    """The root logger's records written by a listener thread for the block (module
-    docstring); nested blocks keep the outer one's queue."""
+def queued_logging(interval: float = INTERVAL) -> Iterator[None]:
+    """The root logger's records written by a thread every `interval` [s] for the block
+    (module docstring); nested blocks keep the outer one's queue."""
     root = logging.getLogger()
     before = list(root.handlers)
     if any(isinstance(h, logging.handlers.QueueHandler) for h in before):
         yield  # already queued by an outer block
         return
-    records: queue.SimpleQueue = queue.SimpleQueue()
-    targets = before or [logging.lastResort]
-    listener = logging.handlers.QueueListener(
-        records, *(h for h in targets if h is not None), respect_handler_level=True
-    )
+    records = _Records()
+    targets = [h for h in before or [logging.lastResort] if h is not None]
+    done = threading.Event()
+
+    def writer() -> None:
+        while not done.wait(interval):
+            _write(records, targets)
+
+    thread = threading.Thread(target=writer, name="queued-logging", daemon=True)
     root.handlers = [logging.handlers.QueueHandler(records)]
-    listener.start()
+    thread.start()
     try:
         yield
     finally:
         root.handlers = before
-        listener.stop()  # writes what is queued, then ends the thread
+        done.set()
+        thread.join()
+        _write(records, targets)  # what came after the thread's last pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from hardware.queued_logging import queued_logging
 
@@ -33,9 +34,12 @@ def test_a_warning_does_not_wait_for_its_handler_and_is_written_by_the_block_end
             # the logging call returned although the handler is still blocked
             assert handler.written == []
             handler.gate.set()
+            deadline = time.monotonic() + 5.0  # the writer thread's next pass writes it
+            while not handler.written and time.monotonic() < deadline:
+                time.sleep(0.01)
         assert root.handlers == before
         assert [m for m, _ in handler.written] == ["t=1.5 rate_limited"]
-        assert handler.written[0][1] != threading.get_ident()  # the listener's thread
+        assert handler.written[0][1] != threading.get_ident()  # the writer thread's
     finally:
         root.removeHandler(handler)
 
@@ -52,5 +56,19 @@ def test_nested_blocks_share_the_outer_queue():
                 assert root.handlers == inner_before
                 logging.getLogger("x").warning("inner")
         assert [m for m, _ in handler.written] == ["inner"]
+    finally:
+        root.removeHandler(handler)
+
+
+def test_what_the_writer_thread_has_not_reached_is_written_when_the_block_ends():
+    root = logging.getLogger()
+    handler = BlockingHandler()
+    handler.gate.set()
+    root.addHandler(handler)
+    try:
+        with queued_logging(interval=60.0):  # the writer thread makes no pass in the block
+            for k in range(3):
+                logging.getLogger("x").error("record %d", k)
+        assert [m for m, _ in handler.written] == ["record 0", "record 1", "record 2"]
     finally:
         root.removeHandler(handler)
