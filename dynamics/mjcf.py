@@ -39,7 +39,9 @@ What the generated model contains (no meshes):
   inertias of the URDF (for Go2 the trunk box is 0.40 x 0.17 x 0.115 m, the height of
   Unitree's own trunk collision box, 0.114 m, in MuJoCo Menagerie's go2.xml, to 1 mm; thigh and
   calf radii 31 mm and 13 mm). Named `<body>_collision`, `rgba` translucent.
-- A floor plane through the world origin, optionally inclined (`floor_incline`).
+- A floor plane through the world origin, optionally inclined (`floor_incline`), or the
+  `ground` elements of a terrain (`contact.mjcf_terrain.ground_elements`: planes, boxes, a
+  height field) in its place.
 - Collision filtering: feet (and link shapes) `contype=1 conaffinity=0`, floor `contype=0
   conaffinity=1`, so the only possible contact pairs are with the floor (MuJoCo collides two
   geoms when `contype1 & conaffinity2 or contype2 & conaffinity1`): no self-collision, no
@@ -105,8 +107,10 @@ Simulation options (`<option>`) and why:
 
 from __future__ import annotations
 
+import copy
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -247,6 +251,18 @@ def _collision_geoms(jtype, mass, com, inertia, ends) -> list:
     return out
 
 
+def _add_ground(root, world, ground) -> None:
+    """Copies of the `ground` elements: `<hfield>`s into an `<asset>`, `<geom>`s into `world`,
+    touching the robot's geoms only."""
+    if any(e.tag not in ("hfield", "geom") for e in ground):
+        raise ValueError(f"ground: expected <geom> or <hfield> elements, got {list(ground)}")
+    ET.SubElement(root, "asset").extend(copy.deepcopy(e) for e in ground if e.tag == "hfield")
+    for geom in (copy.deepcopy(e) for e in ground if e.tag == "geom"):
+        geom.set("contype", "0")
+        geom.set("conaffinity", "1")
+        world.append(geom)
+
+
 # --------------------------------------------------------------------------- MJCF generation
 def to_mjcf(
     model: Model,
@@ -266,6 +282,7 @@ def to_mjcf(
     solref: tuple | None = None,
     solimp: tuple = DEFAULT_SOLIMP,
     body_collisions: bool = False,
+    ground: Sequence[ET.Element] | None = None,
 ) -> str:
     """MJCF (MuJoCo XML) text of `model`: bodies, inertias, joints, foot spheres and a floor.
 
@@ -285,6 +302,9 @@ def to_mjcf(
         solimp: contact/limit impedance `(dmin, dmax, width, midpoint, power)`.
         body_collisions: the links (trunk box, leg capsules) collide with the floor too
             (module docstring); False: the feet alone, as this project's contact model.
+        ground: MJCF elements in place of the floor plane (with `floor`, not with
+            `floor_incline`): `<hfield>`s go to `<asset>`, `<geom>`s to the worldbody, made to
+            touch the robot alone (`contype="0" conaffinity="1"`); copies are written.
     Returns:
         The XML document as a string, loadable with `mujoco.MjModel.from_xml_string`.
     """
@@ -298,6 +318,8 @@ def to_mjcf(
         raise ValueError(f"friction must be >= 0, got {friction}")
     if solref is None:
         solref = (2.0 * timestep, 1.0)
+    if ground is not None and floor_incline:
+        raise ValueError("give floor_incline or ground, not both")
 
     rot = np.asarray(model.joint_rotation, dtype=float)
     trans = np.asarray(model.joint_translation, dtype=float)
@@ -346,7 +368,9 @@ def to_mjcf(
     )
 
     world = ET.SubElement(root, "worldbody")
-    if floor:
+    if floor and ground is not None:
+        _add_ground(root, world, ground)
+    elif floor:
         phi = -float(floor_incline)  # rotation about y taking +z to (-sin a, 0, cos a)
         ET.SubElement(
             world,
