@@ -14,6 +14,9 @@ The robot stands for 0.5 s, then gets `--velocity` forward (with `--vy`, `--yaw-
 the `--commands` one after another, `--segment-seconds` each (`--commands omni`: a tour of the
 omnidirectional box the policy was trained on, `learning.deployment.tour_commands`; on Go2's
 box `OMNI_TOUR`), ramped at `--accel`, `--yaw-accel` (0: step changes).
+`--terrain stairs|slope|rough|blocks` (or a JSON file of `contact.terrain.terrain_to_dict`) runs
+it on that ground in MuJoCo (`contact.terrain_presets`: level at the start, the feature 1 m
+ahead along +x; with `--randomize` the draw's friction replaces the terrain's).
 `--randomize SEED` runs MuJoCo under one draw of domain
 randomisation (`hardware.backends.mujoco_disturbances`: payload, friction, command
 latency, pushes; the training environment's ranges, `--push` and `--latency-ms` to change
@@ -42,6 +45,7 @@ import os
 
 import numpy as np
 
+from contact.terrain_presets import PRESETS, terrain_from_argument
 from hardware import control_loop
 from hardware.backends.mujoco_disturbances import DisturbanceRanges
 from hardware.timing import format_summary
@@ -145,6 +149,9 @@ def main(argv=None):
     parser.add_argument("--max-target-rate", type=float, default=None,
                         help="[rad/s] the safety layer's limit on the PD targets' rate (default: "
                              "the joint velocity limits; the MPC runs with 30)")  # fmt: skip
+    parser.add_argument("--terrain", default=None, metavar="|".join(PRESETS),
+                        help="MuJoCo's ground: a preset or a terrain_to_dict JSON file (default: "
+                             "flat)")  # fmt: skip
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     if args.policy is None or not os.path.isdir(args.policy):
@@ -156,15 +163,18 @@ def main(argv=None):
         if args.commands == ["omni"]:  # the tour of the policy's own box
             box = command_ranges(load_numpy_policy(args.policy).config)
         commands = parse_commands(args.commands, box)
+        terrain = None if args.terrain is None else terrain_from_argument(args.terrain)
     except ValueError as e:
         parser.error(str(e))
     ranges = DisturbanceRanges(push_velocity=args.push, latency_s=1e-3 * args.latency_ms)
     summary, result = run(args.policy, args.runtime, args.seconds, args.velocity,
                           args.command_rate, args.soft_start, args.max_target_rate, args.vy,
                           args.yaw_rate, commands, args.segment_seconds, args.randomize,
-                          ranges, args.accel, args.yaw_accel, args.estimator)  # fmt: skip
+                          ranges, args.accel, args.yaw_accel, args.estimator,
+                          terrain)  # fmt: skip
     print(f"policy {summary['policy']} ({args.runtime}) on {summary['robot']}, "
-          f"{summary['control_rate_hz']:.0f} Hz")  # fmt: skip
+          f"{summary['control_rate_hz']:.0f} Hz, terrain {args.terrain or 'flat'}")  # fmt: skip
+    summary["terrain"] = args.terrain
     print(format_summary("command loop", summary["timing"]["command"]))
     print(format_summary("controller", summary["timing"]["controller"]))
     for e in summary["safety_events"]:

@@ -356,19 +356,20 @@ def estimator_config(model) -> EstimatorConfig:
 
 def mujoco_robot(model, *, seconds: float, command_rate: float = COMMAND_RATE,
                  randomize: int | None = None, ranges: DisturbanceRanges | None = None,
-                 estimator: bool = False):  # fmt: skip
+                 estimator: bool = False, terrain=None):  # fmt: skip
     """`(robot, simulator, disturbances)`: MuJoCo at `command_rate` [Hz] (`simulator`, the
     object whose state is the truth), under `ranges.sample(randomize, seconds, ...)` (pushes
     after `STAND_SECONDS`; `randomize` None: nominal, `disturbances` None), and with
     `estimator` wrapped as `robot` in `sensor_noise` (seeded by `randomize`, else 0) and an
-    `EstimatedRobot` (`estimator_config`) in place of the true base state."""
+    `EstimatedRobot` (`estimator_config`) in place of the true base state; on `terrain`."""
     if randomize is None:
-        simulator = MuJoCoRobot(model, timestep=1.0 / command_rate)
+        simulator = MuJoCoRobot(model, timestep=1.0 / command_rate, terrain=terrain)
         disturbances = None
     else:
         ranges = ranges or DisturbanceRanges()
         disturbances = ranges.sample(randomize, seconds, model.total_mass, start=STAND_SECONDS)
-        simulator = DisturbedMuJoCoRobot(model, disturbances, timestep=1.0 / command_rate)
+        simulator = DisturbedMuJoCoRobot(model, disturbances, timestep=1.0 / command_rate,
+                                         terrain=terrain)  # fmt: skip
     robot = simulator
     if estimator:
         noisy = NoisySensors(simulator, sensor_noise(model), seed=randomize or 0)
@@ -400,7 +401,7 @@ def run_mujoco(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=
                soft_start=SOFT_START_SECONDS, max_target_rate=None, vy=0.0, yaw_rate=0.0,
                commands=None, segment_seconds=TOUR_SEGMENT_SECONDS, randomize=None,
                ranges=None, accel=COMMAND_ACCEL, yaw_accel=COMMAND_YAW_ACCEL,
-               estimator=False):  # fmt: skip
+               estimator=False, terrain=None):  # fmt: skip
     """One run of the exported policy in `folder` on MuJoCo (module docstring); returns
     `(summary, control_loop.LoopResult)`.
 
@@ -410,12 +411,13 @@ def run_mujoco(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=
     `randomize`: seed of a `ranges.sample` draw (`DisturbanceRanges`; None: nominal MuJoCo);
     `accel` [m/s^2], `yaw_accel` [rad/s^2]: the ramp of `command_schedule`; `estimator`:
     noisy sensors and the state estimator in place of MuJoCo's true base state, behind the
-    start-up sequence (the policy from `STAND_SECONDS` on, once the estimate is valid)."""
+    start-up sequence (the policy from `STAND_SECONDS` on, once the estimate is valid);
+    `terrain`: MuJoCo's ground, a `contact.terrain` pytree (None: flat)."""
     policy, config = load_runtime(folder, runtime)
     model = dynamics.load_robot(config["robot"])
     robot, simulator, disturbances = mujoco_robot(
         model, seconds=seconds, command_rate=command_rate, randomize=randomize, ranges=ranges,
-        estimator=estimator,
+        estimator=estimator, terrain=terrain,
     )  # fmt: skip
     controller = policy_controller(policy, config, robot.joint_map)
     if estimator:  # as on the robot: stand, hold, then the policy

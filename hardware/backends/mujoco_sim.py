@@ -18,14 +18,22 @@ contact-frame force whose first component is the normal one) summed over the con
 foot's sphere geom, feet in the model's foot order; zero for a foot in the air.
 `base_state_source` is "ground_truth" (the velocimeter and position sensors are exact).
 
+The ground is a `contact.terrain` terrain (`terrain`; default: the flat floor through the
+origin, `to_mjcf`'s), converted by `contact.mjcf_terrain.ground_elements`: a plane, stair boxes
+or a height field with the terrain's friction, which MuJoCo then uses for every ground contact.
+
 The drivers' PD (`hardware.motor.MotorDriver`) runs at every MuJoCo step (`timestep`) on
 the joint positions and velocities, its torque written to `ctrl`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from contact.mjcf_terrain import ground_elements
+from contact.terrain import Terrain
 from dynamics.mjcf import qpos_from_q, qvel_from_v, to_mjcf
 from dynamics.model import Model
 
@@ -43,10 +51,13 @@ _BASE_SENSORS = (  # name, MuJoCo sensor type, dimension
 )
 
 
-def mujoco_robot_model(model: Model, **mjcf_options):
-    """`mujoco.MjModel` of `to_mjcf(model, **mjcf_options)` with the IMU and joint sensors."""
+def mujoco_robot_model(model: Model, terrain: Terrain | None = None, **mjcf_options):
+    """`mujoco.MjModel` of `to_mjcf(model, **mjcf_options)` with the IMU and joint sensors, on
+    `terrain` (None: `to_mjcf`'s floor; else its `ground_elements`)."""
     import mujoco
 
+    if terrain is not None:
+        mjcf_options = {**mjcf_options, "ground": ground_elements(terrain)}
     spec = mujoco.MjSpec.from_string(to_mjcf(model, actuators="motor", **mjcf_options))
     base = spec.body(model.joint_names[0])
     base.add_site(name=IMU_SITE, pos=[0.0, 0.0, 0.0], quat=[1.0, 0.0, 0.0, 0.0])
@@ -80,7 +91,10 @@ class MuJoCoRobot(DrivenRobot):
     Args:
         model: the robot.
         timestep: MuJoCo time step [s] = the drivers' PD period.
-        friction: Coulomb coefficient of feet and floor.
+        friction: Coulomb coefficient of feet and ground; None: the terrain's (0.8 on the
+            default floor); a number with a `terrain` replaces the terrain's friction.
+        terrain: the ground, a `contact.terrain` Plane, Steps (finite `num_steps`) or
+            Heightfield; None: the flat floor (or `mjcf_options`' `floor_incline`).
         q0, v0: initial state in the model's convention (default: standing pose at rest).
         joint_map: default `JointMap.from_model(model)`.
         mjcf_options: further `to_mjcf` options (e.g. `floor_incline`; `body_collisions`
@@ -93,7 +107,8 @@ class MuJoCoRobot(DrivenRobot):
         model: Model,
         *,
         timestep: float = 0.002,
-        friction: float = 0.8,
+        friction: float | None = None,
+        terrain: Terrain | None = None,
         q0=None,
         v0=None,
         joint_map: JointMap | None = None,
@@ -106,7 +121,13 @@ class MuJoCoRobot(DrivenRobot):
         self.model = model
         self.joint_map = jm = joint_map or JointMap.from_model(model)
         options = {"body_collisions": True, **(mjcf_options or {})}
-        self.mj = mujoco_robot_model(model, timestep=timestep, friction=friction, **options)
+        if terrain is not None and friction is not None:
+            terrain = dataclasses.replace(terrain, friction=np.asarray(friction, dtype=float))
+        if friction is None:
+            friction = 0.8 if terrain is None else float(terrain.friction)
+        self.terrain = terrain
+        self.mj = mujoco_robot_model(model, terrain, timestep=timestep, friction=friction,
+                                     **options)  # fmt: skip
         self.data = mujoco.MjData(self.mj)
         self.dt = float(self.mj.opt.timestep)
         self.driver = MotorDriver(jm, **driver)

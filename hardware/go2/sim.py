@@ -8,6 +8,9 @@ LowState_ on `rt/lowstate`. Physics: MuJoCo (`--backend mujoco`, `hardware.backe
 whose trunk and legs touch the floor) or this project's simulator (`--backend sim`, feet-only
 contact and no joint limits: a damped robot there folds and sinks through the floor), in real
 time (late steps run back to back, at most `MAX_CATCH_UP`, and are counted as overruns).
+The ground is flat unless `--terrain` names a preset of `contact.terrain_presets` (stairs,
+slope, rough, blocks: level at the start, the feature 1 m ahead along +x) or a JSON file of
+`contact.terrain.terrain_to_dict`; both backends use it (MuJoCo through `contact.mjcf_terrain`).
 
 The physics runs from the start, as on a robot that is switched on: the drivers start in
 damping (`Kp = 0`, `Kd = --damping-kd`), so a robot started standing (`--q0`, default the
@@ -484,10 +487,12 @@ class Go2Sim:
 
 
 def make_robot(
-    backend: str, timestep: float, q0, command_timeout: float, damping_kd, lying: bool = False
-):
+    backend: str, timestep: float, q0, command_timeout: float, damping_kd, lying: bool = False,
+    terrain=None,
+):  # fmt: skip
     """A simulated Go2 (MuJoCo or ours) whose motors are `LowCmdDrivers`; it starts at `q0`
-    (default the standing pose, or `lying_q0` with `lying`)."""
+    (default the standing pose, or `lying_q0` with `lying`) on `terrain` (a `contact.terrain`
+    pytree; None: flat ground, friction 0.8)."""
     import dynamics
 
     model = dynamics.load_robot("go2")
@@ -498,13 +503,14 @@ def make_robot(
     if backend == "mujoco":
         from ..backends.mujoco_sim import MuJoCoRobot
 
-        robot = MuJoCoRobot(model, timestep=timestep, q0=q0)
+        robot = MuJoCoRobot(model, timestep=timestep, q0=q0, terrain=terrain)
     elif backend == "sim":
         import contact
 
         from ..backends.jax_sim import SimRobot
 
-        params = contact.StepParams(terrain=contact.flat(friction=0.8), dt=timestep)
+        ground = contact.flat(friction=0.8) if terrain is None else terrain
+        params = contact.StepParams(terrain=ground, dt=timestep)
         robot = SimRobot(model, params=params, q0=q0)
         robot.compile()  # before serving
     else:
@@ -558,11 +564,22 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--imu-noise", action="store_true", help="a Go2-like IMU's noise")
     parser.add_argument("--noise-seed", type=int, default=0, help="seed of the IMU noise")
+    parser.add_argument("--terrain", default=None, metavar="NAME|FILE",
+                        help="ground: a preset (stairs, slope, rough, blocks) or a JSON file of "
+                             "contact.terrain.terrain_to_dict (default: flat)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     q0 = None if args.q0 is None else np.array(json.loads(args.q0), dtype=float)
+    terrain = None
+    if args.terrain is not None:
+        from contact.terrain_presets import terrain_from_argument
+
+        try:
+            terrain = terrain_from_argument(args.terrain)
+        except ValueError as e:
+            parser.error(str(e))
     robot = make_robot(args.backend, args.timestep, q0, args.command_timeout, args.damping_kd,
-                       lying=args.lying)  # fmt: skip
+                       lying=args.lying, terrain=terrain)  # fmt: skip
     domain, participant = dds.open_domain(args.domain, args.interface or None)
     sim = Go2Sim(robot, participant, freeze=args.freeze, press=args.press,
                  sport_mode=args.sport_mode, lockstep=args.lockstep,
@@ -577,7 +594,7 @@ def main(argv=None) -> dict:
     signal.signal(signal.SIGINT, stop)
     sim.publish()
     ready = {"ready": True, "port": None, "domain": args.domain, "interface": args.interface,
-             "backend": args.backend}  # fmt: skip
+             "backend": args.backend, "terrain": args.terrain}  # fmt: skip
     print(json.dumps(ready), flush=True)
     final = sim.serve(args.max_lifetime)
     print(json.dumps({"final_status": final}), flush=True)
