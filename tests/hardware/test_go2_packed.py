@@ -46,21 +46,35 @@ def random_lowstate(rng):
     return msg
 
 
+def at_path(sample, path: str):
+    """The value at `path` ("motor_cmd[3].q") of a message object."""
+    value = sample
+    for part in path.split("."):
+        name, _, index = part.partition("[")
+        value = getattr(value, name)
+        if index:
+            value = value[int(index[:-1])]
+    return value
+
+
 @pytest.mark.parametrize("cls", [msgs.LowCmd_, msgs.LowState_, msgs.SportModeState_])
-def test_leaf_offsets_find_every_number_where_cyclone_and_the_c_struct_put_it(cls):
+def test_leaf_offsets_put_every_number_where_cyclone_reads_it_and_the_c_struct_has_it(cls):
+    """A distinct small integer written at each leaf's XCDR1 offset is what Cyclone's own
+    decoder finds at that leaf's path; the C struct of that sample has it at the C offset."""
     rng = np.random.default_rng(0)
-    values = rng.integers(1, 100, size=400)
-    sample = codec.zero(cls)
-    # every number a distinct small integer (exact in every type), set in declaration order
-    numbers = iter(values.tolist())
-    sample = codec._builder(cls)([next(numbers) for _ in codec._flattener(cls)(sample)])
-    expected = codec._flattener(cls)(sample)
-    cdr = IdlStruct.serialize(sample)  # Cyclone's own encoder, not `codec.fast_cdr`
+    reference = IdlStruct.serialize(codec.zero(cls))  # Cyclone's own encoder: the header, size
+    data = bytearray(reference)
+    leaves = codec.leaf_offsets(cls, "cdr")
+    values = rng.integers(1, 100, size=len(leaves))
+    for (_, char, offset), value in zip(leaves, values):
+        data[4 + offset : 4 + offset + np.dtype("<" + char).itemsize] = np.array(
+            value, dtype="<" + char
+        ).tobytes()
+    sample = IdlStruct.deserialize.__func__(cls, bytes(data))  # Cyclone's own decoder
+    assert [float(at_path(sample, path)) for path, _, _ in leaves] == values.tolist()
     c = codec.c_bytes(sample)
-    for layout, data, start in (("cdr", cdr, 4), ("c", c, 0)):
-        leaves = codec.leaf_offsets(cls, layout)
-        read = [np.frombuffer(data, "<" + char, 1, start + off)[0] for _, char, off in leaves]
-        assert [float(v) for v in read] == [float(v) for v in expected], layout
+    for (path, char, offset), value in zip(codec.leaf_offsets(cls, "c"), values):
+        assert np.frombuffer(c, "<" + char, 1, offset)[0] == value, path
 
 
 def test_leaf_offsets_refuse_an_unknown_layout():
