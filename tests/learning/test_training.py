@@ -114,7 +114,7 @@ def test_randomization_is_per_environment(env):
     # a push (probability 1 per step here) kicks the base velocity by at most push_velocity
     pushy = LocomotionEnv(ENV.replace(randomization=Randomization(push_interval=CONTROL_DT)))
     s = pushy.reset(jax.random.PRNGKey(1))
-    kicked = pushy._push(s, s.sim, jax.random.PRNGKey(2))
+    kicked = pushy.kick(s.sim, s.params.push_velocity, jax.random.PRNGKey(2))  # env_wrappers.Pushes
     dv = np.asarray(kicked.v - s.sim.v)
     assert 0 < np.linalg.norm(dv[:3]) <= float(s.params.push_velocity) + 1e-12
     np.testing.assert_array_equal(dv[3:], 0.0)
