@@ -6,7 +6,13 @@
 - `policy_export`: weights + conventions + a standalone NumPy runner (`numpy_policy_runner`,
   NumPy alone, for a robot computer) + ONNX.
 - `env`: the differentiable training environment (`LocomotionEnv`: `reset`, `step`,
-  `observe`, pure and jit/vmap/grad-able, domain randomisation, auto-reset).
+  `observe`, pure and jit/vmap/grad-able), assembled from `env_core` (physics, reward,
+  observation, termination) and the wrappers of `env_wrappers` (domain randomisation, pushes,
+  observation noise, auto-reset) under the contract of `env_contract` (Brax's `reset`/`step`);
+  its settings in `env_config`.
+- `trainer`: one signature for every trainer, `train(env, config, progress_fn) -> (policy,
+  metrics)`; `brax_adapter`: our environment as a `brax.envs.Env` and Brax's PPO as a trainer
+  (the `brax` extra).
 - `plant`: the plant of distillation and of its evaluation (`contact.step` under the MPC's
   joint PD at the policy's rate).
 - `evaluation`: a policy alone, rolled out and scored (tracking errors, falls), in the
