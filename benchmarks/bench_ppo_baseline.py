@@ -1,0 +1,182 @@
+"""Brax's PPO (the field's baseline) beside SHAC and our PPO, on the same flat task, the same
+budget of environment steps and the same seeds, in one run.
+
+    python benchmarks/bench_ppo_baseline.py --robot solo12 --steps 20000 --seeds 0 1 2
+
+Task: velocity tracking on flat ground (`learning.env`, float32, no randomisation, forward
+commands vx in `--vx-range`, vy = yaw rate = 0). Every method trains through the one training
+signature (`learning.trainer`) or its own compiled iteration, and every `--eval-every`
+environment steps its deterministic policy runs from 16 fixed resets for 2 s
+(`learning.evaluation.evaluate`, evaluation time not counted). Reported per method and seed:
+the environment steps and training wall time (compilation included) to the first evaluation
+with tracking error `|v_xy - c_xy|` below `--threshold` [m/s] and no fall, and the final
+tracking error and fall fraction. Prints a Markdown section and writes JSON to
+`benchmarks/results/ppo_baseline.json`; it does not write BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def task(args):
+    from learning.env import EnvConfig, Randomization
+
+    return EnvConfig(robot=args.robot, dtype="float32", randomization=Randomization.none(),
+                     vx_range=tuple(args.vx_range), vy_range=(0.0, 0.0),
+                     yaw_rate_range=(0.0, 0.0))  # fmt: skip
+
+
+class Tracker:
+    """Evaluates policies every `every` env steps; counts training time without evaluations."""
+
+    def __init__(self, env, args):
+        import jax
+
+        from learning.evaluation import evaluate
+
+        self.keys = jax.random.split(jax.random.PRNGKey(1234), 16)
+        self.evaluate = lambda policy: evaluate(policy, env, self.keys, 100)
+        self.every, self.next, self.curve = args.eval_every, 0, []
+        self.start, self.excluded = time.perf_counter(), 0.0
+
+    def __call__(self, env_steps, policy):
+        if env_steps < self.next:
+            return
+        began = time.perf_counter()
+        out = self.evaluate(policy)
+        point = {"env_steps": int(env_steps), "wall_time": began - self.start - self.excluded,
+                 "tracking_error": out["mean_tracking_error"],
+                 "fell": out["fell_fraction"]}  # fmt: skip
+        self.curve.append(point)
+        print(f"    {point['env_steps']:8d} steps {point['wall_time']:7.1f} s  error "
+              f"{point['tracking_error']:.3f} m/s  fell {point['fell']:.0%}",
+              flush=True)  # fmt: skip
+        self.next = env_steps + self.every
+        self.excluded += time.perf_counter() - began
+
+
+def run_shac(env, args, seed):
+    from learning.shac import train as shac
+
+    config = shac.SHACConfig(env=env, num_envs=args.shac_envs, horizon=args.horizon, seed=seed)
+    tracker = Tracker(env, args)
+    state = shac.init_state(config)
+    iteration = shac.compiled_iteration(config)
+    per = config.num_envs * config.horizon
+    for it in range(1, -(-args.steps // per) + 1):
+        state, _ = iteration(state)
+        tracker(it * per, state.policy)
+    return tracker.curve
+
+
+def run_ppo(env, args, seed):
+    from learning import trainer
+    from learning.ppo.train import PPOConfig
+
+    config = PPOConfig(num_envs=args.ppo_envs, rollout_steps=args.unroll, seed=seed)
+    tracker = Tracker(env, args)
+    per = config.num_envs * config.rollout_steps
+    trainer.train(env, config, iterations=-(-args.steps // per), quiet=True,
+                  callback=lambda model, r: tracker(r["env_steps"], model.policy))  # fmt: skip
+    return tracker.curve
+
+
+def run_brax(env, args, seed):
+    from learning import brax_adapter, trainer
+
+    per = args.ppo_envs * args.unroll
+    config = brax_adapter.BraxPPOConfig(num_timesteps=args.steps, num_envs=args.ppo_envs,
+                                        unroll_length=args.unroll, batch_size=args.ppo_envs,
+                                        num_minibatches=4, num_updates_per_batch=4,
+                                        num_evals=max(2, args.steps // max(per, args.eval_every)),
+                                        seed=seed)  # fmt: skip
+    tracker = Tracker(env, args)
+    trainer.train(env, config, policy_params_fn=lambda step, policy: tracker(step, policy))
+    return tracker.curve
+
+
+METHODS = {"shac": run_shac, "ppo": run_ppo, "brax-ppo": run_brax}
+
+
+def first_reaching(curve, threshold):
+    for point in curve:
+        if point["tracking_error"] < threshold and point["fell"] == 0:
+            return point
+    return None
+
+
+def markdown(results, args) -> str:
+    lines = [
+        "## Brax's PPO beside SHAC and our PPO",
+        "",
+        f"- Command: `python benchmarks/bench_ppo_baseline.py {' '.join(args.argv)}`",
+        f"- CPU: {args.cpu}; {args.robot}, flat ground, float32, no randomisation, vx in "
+        f"{tuple(args.vx_range)} m/s; budget {args.steps} env steps per method and seed.",
+        f"- Reached: first evaluation (16 resets, 2 s) with tracking error < {args.threshold} "
+        "m/s and no fall; time is training wall time with compilation.",
+        "",
+        "| method | seed | steps to reach | time to reach [s] | final error [m/s] | final fell |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        for seed, curve in runs.items():
+            hit, last = first_reaching(curve, args.threshold), curve[-1]
+            reach = f"{hit['env_steps']} | {hit['wall_time']:.1f}" if hit else "not reached | -"
+            lines.append(f"| {name} | {seed} | {reach} | {last['tracking_error']:.3f} | "
+                         f"{last['fell']:.0%} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default="solo12")
+    parser.add_argument("--steps", type=int, default=200_000, help="env steps per method, seed")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--vx-range", type=float, nargs=2, default=(0.0, 0.5))
+    parser.add_argument("--threshold", type=float, default=0.2, help="[m/s]")
+    parser.add_argument("--eval-every", type=int, default=10_000, help="[env steps]")
+    parser.add_argument("--shac-envs", type=int, default=32)
+    parser.add_argument("--horizon", type=int, default=32)
+    parser.add_argument("--ppo-envs", type=int, default=64, help="ours and Brax's")
+    parser.add_argument("--unroll", type=int, default=20, help="PPO rollout length, both")
+    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    args.cpu = cpu_name()
+    env = task(args)
+    results = {}
+    for name in args.methods:
+        results[name] = {}
+        for seed in args.seeds:
+            print(f"{name} seed {seed}", flush=True)
+            results[name][seed] = METHODS[name](env, args, seed)
+    text = markdown(results, args)
+    print(text)
+    os.makedirs(args.results, exist_ok=True)
+    out = Path(args.results) / "ppo_baseline.json"
+    out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},
+                               "results": results}, indent=1, default=str))  # fmt: skip
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
