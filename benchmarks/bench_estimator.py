@@ -3,8 +3,8 @@
     python benchmarks/bench_estimator.py            # writes "## State estimator" in BENCHMARKS.md
     python benchmarks/bench_estimator.py --quick --no-write
 
-1. Leg kinematics per call (`hardware.leg_kinematics`, Pinocchio and this project's NumPy
-   path), median over `--kinematics-calls` calls.
+1. Leg kinematics per call (`hardware.leg_kinematics`: the C, Pinocchio and this project's
+   NumPy path), median over `--kinematics-calls` calls.
 2. `StateEstimator.update` per call, median and p99 over `--updates` updates, replaying the
    noisy measurements of a MuJoCo trot (`SensorNoise.go2()`), pinned to one core.
 3. The omnidirectional tour of `examples/deploy_policy.py` (`OMNI_TOUR`, `--segment` s per
@@ -126,7 +126,8 @@ def update_costs(model, samples: list, updates: int, arithmetic: str) -> np.ndar
     (the first 200 start the filter, untimed; at the end it resets and replays again)."""
     from hardware.estimator import EstimatorConfig, StateEstimator
 
-    estimator = StateEstimator(model, EstimatorConfig(arithmetic=arithmetic))
+    kinematics = "auto" if arithmetic == "c" else "pinocchio"  # NumPy's: without any C
+    estimator = StateEstimator(model, EstimatorConfig(arithmetic=arithmetic, kinematics=kinematics))
     for m in samples[:200]:  # start it
         estimator.update(m)
     replay = samples[200:]
@@ -167,7 +168,7 @@ def main(argv=None) -> dict:
     model = dynamics.load_robot("go2")
     q = np.asarray(model.q_standing)[7:] + 0.05
     kin = {}
-    for backend in ("pinocchio", "numpy"):
+    for backend in ("c", "pinocchio", "numpy"):
         k = leg_kinematics(model, backend)
         kin[backend] = float(np.median(timed(lambda k=k: k(q), args.kinematics_calls)))
 
@@ -210,13 +211,14 @@ def main(argv=None) -> dict:
         "",
         "| quantity | value |",
         "|---|---|",
-        f"| leg kinematics per call, Pinocchio (used) | {kin['pinocchio'] * 1e6:.1f} us "
-        f"(median of {args.kinematics_calls}) |",
+        f"| leg kinematics per call, C `leg_kinematics.c` (used, inside the C update) | "
+        f"{kin['c'] * 1e6:.1f} us (median of {args.kinematics_calls}) |",
+        f"| leg kinematics per call, Pinocchio | {kin['pinocchio'] * 1e6:.1f} us |",
         f"| leg kinematics per call, NumPy `dynamics.kinematics` | {kin['numpy'] * 1e6:.1f} us |",
         f"| `StateEstimator.update` median, p99 ({len(costs)} updates), C arithmetic (used) | "
         f"{out['update_median_us']:.1f} us, {out['update_p99_us']:.1f} us |",
-        f"| the same, NumPy arithmetic; its median over C's | {out['numpy_update_median_us']:.1f}"
-        f" us, {out['numpy_update_p99_us']:.1f} us; "
+        "| the same, NumPy arithmetic (Pinocchio kinematics); its median over C's | "
+        f"{out['numpy_update_median_us']:.1f} us, {out['numpy_update_p99_us']:.1f} us; "
         f"{out['numpy_update_median_us'] / out['update_median_us']:.2f}x |",
         f"| tour ({out['seconds']:.1f} s, {len(OMNI_TOUR)} commands, `SensorNoise.go2()`): "
         f"velocity RMS error, norm of 3 | {out['velocity_rms']:.4f} m/s |",

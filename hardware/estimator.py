@@ -75,6 +75,7 @@ not a busy computer: a reader queue that outlasts the process's stalls loses non
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -88,7 +89,7 @@ from native import c_library
 from . import estimator_core
 from .estimator_core import NFEET, NX, NY  # feet, state size, measurement size
 from .interface import GRAVITY, Measurement, RobotMode, rotation_from_quat
-from .leg_kinematics import DEFAULT_BACKEND, leg_kinematics
+from .leg_kinematics import CompiledLegKinematics, leg_kinematics
 
 POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
 
@@ -117,7 +118,7 @@ class EstimatorConfig:
         None: `gap_bound`, derived in the module docstring.
     nis_gate_probability: the NIS gate is the chi-square quantile of this probability with
         `NY` degrees of freedom; divergence_updates consecutive NIS above it is a fault.
-    kinematics: the `hardware.leg_kinematics` backend.
+    kinematics: the `hardware.leg_kinematics` backend ("auto": C where a compiler is found).
     arithmetic: "c" (`hardware.estimator_core`, the filter steps compiled), "numpy", or "auto"
         (C where a C compiler is found, else NumPy): the same equations either way.
     """
@@ -140,7 +141,7 @@ class EstimatorConfig:
     max_dt: float | None = None
     nis_gate_probability: float = 0.9999
     divergence_updates: int = 25
-    kinematics: str = DEFAULT_BACKEND
+    kinematics: str = "auto"
     arithmetic: str = "auto"
 
     def __post_init__(self):
@@ -360,7 +361,10 @@ class StateEstimator:
         self.core = None
         if c_library.compiled_arithmetic(cfg.arithmetic):
             row = estimator_core.config_row(cfg, cfg.ground == "touchdown")
-            self.core = estimator_core.CompiledFilter(row, model.nu, self.foot_radius)
+            # the C computes the kinematics itself unless the caller gives its own callable
+            own = kinematics is None and isinstance(self.kinematics, CompiledLegKinematics)
+            tree = (self.kinematics.joints, self.kinematics.feet) if own else None
+            self.core = estimator_core.CompiledFilter(row, model.nu, self.foot_radius, tree)
         self.x, self.P, self.ground_height = np.zeros(NX), np.eye(NX), np.zeros(NFEET)
         if self.core is not None:
             self.core.bind_state(self.x, self.P, self.ground_height)
@@ -377,6 +381,8 @@ class StateEstimator:
         self.all_down_since: float | None = None
         self.last_joint_q: np.ndarray | None = None
         self.last_imu: np.ndarray | None = None
+        if self.core is not None:
+            self.core.forget_last_sample()
         self.frozen_count = 0
         self.over_gate = 0
         self.was_down = np.zeros(NFEET, dtype=bool)
@@ -407,19 +413,15 @@ class StateEstimator:
         self.estimate = Estimate(timestamp=timestamp, valid=False, fault=self.fault)
         return self.estimate
 
-    def _encoders_alive(self, m: Measurement, loaded: bool) -> bool:
-        """False once the joint positions have been bit-identical for
-        `frozen_encoder_samples` consecutive samples while the robot is ACTIVE, a foot is
-        `loaded` and the IMU readings change (a noiseless simulator repeats the joints of
-        legs in the air exactly)."""
-        q = np.asarray(m.joint_q, dtype=float)
-        imu = np.concatenate([m.base_angular_velocity, m.base_linear_acceleration])
-        if self.last_joint_q is None or not np.array_equal(q, self.last_joint_q):
+    def _encoders_alive(self, same_joints: bool, same_imu: bool, mode, loaded: bool) -> bool:
+        """False once the joint positions have been bit-identical (`same_joints` as the sample
+        before) for `frozen_encoder_samples` consecutive samples while the robot is ACTIVE
+        (`mode`), a foot is `loaded` and the IMU readings change (not `same_imu`; a noiseless
+        simulator repeats the joints of legs in the air exactly)."""
+        if not same_joints:
             self.frozen_count = 0
-        elif (m.robot_mode == RobotMode.ACTIVE and loaded
-              and not np.array_equal(imu, self.last_imu)):  # fmt: skip
+        elif mode == RobotMode.ACTIVE and loaded and not same_imu:
             self.frozen_count += 1  # the IMU lives on while the joints do not
-        self.last_joint_q, self.last_imu = q.copy(), imu
         return self.frozen_count + 1 < self.config.frozen_encoder_samples
 
     def _not_started(self, t: float, weights: np.ndarray) -> Estimate:
@@ -434,14 +436,20 @@ class StateEstimator:
         t = float(m.timestamp)
         if self.fault is not None:
             return self._fail(t, self.fault)
-        use_force = contact is None and self.contact_schedule is None
-        bad = nonfinite_input(m, use_force and m.foot_force is not None)
-        if bad is not None:
-            return self._fail(t, f"non-finite input: {bad}")
-        if self.last_timestamp is not None and t <= self.last_timestamp:
-            return self.estimate
-        weights = self.contact_weights(m, contact)
-        if not self._encoders_alive(m, bool(np.any(weights >= 0.5))):
+        if not math.isfinite(t):
+            return self._fail(t, "non-finite input: timestamp")
+        use_force = contact is None and self.contact_schedule is None and m.foot_force is not None
+        measure = self._measure_numpy if self.core is None else self._measure_compiled
+        measured = measure(m, t, use_force)
+        if measured is None:
+            return self.estimate  # not newer than the last sample
+        if isinstance(measured, str):
+            return self._fail(t, f"non-finite input: {measured}")
+        rotation, rel, v_leg, acceleration, weights, same_joints, same_imu = measured
+        if weights is None:
+            weights = self.contact_weights(m, contact)
+        loaded = bool((weights >= 0.5).any())
+        if not self._encoders_alive(same_joints, same_imu, m.robot_mode, loaded):
             return self._fail(t, f"frozen encoders: joint positions bit-identical for "
                                  f"{cfg.frozen_encoder_samples} samples")  # fmt: skip
         dt = None if self.last_timestamp is None else t - self.last_timestamp
@@ -452,20 +460,9 @@ class StateEstimator:
         if dt is not None and dt > cfg.gap_bound:
             return self._fail(t, f"gap of {dt * 1e3:.1f} ms between samples "
                                  f"(bound {cfg.gap_bound * 1e3:.1f} ms)")  # fmt: skip
-        rotation = rotation_from_quat(m.base_quat)
-        p_foot, jac = self.kinematics(np.asarray(m.joint_q, dtype=float))
-        gyro, joint_qd = np.asarray(m.base_angular_velocity, float), np.asarray(m.joint_qd, float)
-        if self.core is None:
-            rel, v_leg = leg_measurements(rotation, gyro, p_foot, jac, joint_qd, self.foot_radius)
-        else:
-            core = self.core
-            core.rotation[...], core.gyro[...], core.positions[...] = rotation, gyro, p_foot
-            core.jacobians[...], core.joint_qd[...] = jac, joint_qd
-            core.legs()
-            rel, v_leg = core.rel, core.v_leg
         down = weights >= 0.5
         if not self.initialised:
-            if not np.all(down):
+            if not down.all():
                 self.all_down_since = None
                 return self._not_started(t, weights)
             if self.all_down_since is None:
@@ -476,22 +473,67 @@ class StateEstimator:
             self.was_down = down
             return self._output(t, rotation, rel, weights, None, float("nan"),
                                 np.full(NFEET, np.nan))  # fmt: skip
-        specific_force = np.asarray(m.base_linear_acceleration, dtype=float)
-        acceleration = rotation @ specific_force + np.array([0.0, 0.0, -GRAVITY])
         if self.core is None:
             self._predict(dt, acceleration, weights)
             self._touchdowns(down)
             innovation, nis, foot_nis = self._correct(rel, v_leg, weights)
+            finite = np.isfinite(self.x).all() and np.isfinite(self.P).all()
         else:
-            innovation, nis, foot_nis = self._compiled_step(dt, acceleration, rel, v_leg,
-                                                            weights, down)  # fmt: skip
-        if not (np.all(np.isfinite(self.x)) and np.all(np.isfinite(self.P))):
+            innovation, nis, foot_nis, info = self._compiled_step(dt, weights, down)
+            finite = info == 0
+        if not finite:
             return self._fail(t, "non-finite filter state")
         self.over_gate = self.over_gate + 1 if nis > self.nis_gate else 0
         if self.over_gate >= cfg.divergence_updates:
             return self._fail(t, f"diverged: NIS above the gate {self.nis_gate:.1f} for "
                                  f"{self.over_gate} updates")  # fmt: skip
         return self._output(t, rotation, rel, weights, innovation, nis, foot_nis)
+
+    def _measure_numpy(self, m: Measurement, t: float, use_force: bool):
+        """The sample's inputs checked and turned into the filter's (module docstring): the
+        name of the first non-finite input; None for a sample no newer than the last (nothing
+        changed); else `(R (3, 3), rel (4, 3), v_leg (4, 3), a (3,), weights (4,) from the
+        forces (None without use_force), same_joints, same_imu)`, the last two: bit-identical
+        to the sample before."""
+        bad = nonfinite_input(m, use_force)
+        if bad is not None:
+            return bad
+        if self.last_timestamp is not None and t <= self.last_timestamp:
+            return None
+        weights = self.force_contact(m.foot_force, t) if use_force else None
+        q = np.asarray(m.joint_q, dtype=float)
+        imu = np.concatenate([m.base_angular_velocity, m.base_linear_acceleration])
+        same_joints = self.last_joint_q is not None and np.array_equal(q, self.last_joint_q)
+        same_imu = self.last_imu is not None and np.array_equal(imu, self.last_imu)
+        self.last_joint_q, self.last_imu = q.copy(), imu
+        rotation = rotation_from_quat(m.base_quat)
+        p_foot, jac = self.kinematics(q)
+        gyro, joint_qd = np.asarray(m.base_angular_velocity, float), np.asarray(m.joint_qd, float)
+        rel, v_leg = leg_measurements(rotation, gyro, p_foot, jac, joint_qd, self.foot_radius)
+        specific_force = np.asarray(m.base_linear_acceleration, dtype=float)
+        acceleration = rotation @ specific_force + np.array([0.0, 0.0, -GRAVITY])
+        return rotation, rel, v_leg, acceleration, weights, same_joints, same_imu
+
+    def _measure_compiled(self, m: Measurement, t: float, use_force: bool):
+        """`_measure_numpy` in one C call (`estimator_core.CompiledFilter.measure`); the
+        arrays returned are the core's buffers, valid until its next call."""
+        core = self.core
+        core.quat[...], core.gyro[...] = m.base_quat, m.base_angular_velocity
+        core.specific_force[...] = m.base_linear_acceleration
+        core.joint_q[...], core.joint_qd[...] = m.joint_q, m.joint_qd
+        if use_force:
+            core.force[...] = m.foot_force
+        if not core.own_kinematics:  # a kinematics callable of the caller's
+            core.positions[...], core.jacobians[...] = self.kinematics(core.joint_q.copy())
+        last = math.nan if self.last_timestamp is None else self.last_timestamp
+        code = core.measure(t, last, use_force, GRAVITY)
+        if code == estimator_core.STALE:
+            return None
+        if code != estimator_core.MEASURED:
+            return estimator_core.BAD_INPUT[code]
+        weights = core.contact_weights.copy() if use_force else None
+        return (core.rotation, core.rel, core.v_leg, core.acceleration, weights,
+                core.same_joints, core.same_imu)  # fmt: skip
 
     # ------------------------------------------------------------- filter steps
     def _initialise(self, rel: np.ndarray) -> None:
@@ -517,15 +559,15 @@ class StateEstimator:
         p[np.diag_indices(NX)] += dt * q
         self.P[:] = p
 
-    def _compiled_step(self, dt, acceleration, rel, v_leg, weights, down):
-        """`_predict`, `_touchdowns` and `_correct` in C (`hardware.estimator_core`) on
-        `rel`, `v_leg` (already in the core's buffers, from its `legs`)."""
+    def _compiled_step(self, dt, weights, down):
+        """`_predict`, `_touchdowns` and `_correct` in C (`hardware.estimator_core`) on the
+        core's `acceleration`, `rel` and `v_leg` (from its `measure`); returns the innovation,
+        NIS, per-foot NIS and the filter's result (0: finite)."""
         core = self.core
-        core.acceleration[...], core.weights[...] = acceleration, weights
-        core.down[...], core.was_down[...] = down, self.was_down
-        core.filter(dt)
+        core.weights[...], core.down[...], core.was_down[...] = weights, down, self.was_down
+        info = core.filter(dt)
         self.was_down = down
-        return core.innovation.copy(), float(core.nis[0]), core.foot_nis.copy()
+        return core.innovation.copy(), float(core.nis[0]), core.foot_nis.copy(), info
 
     def _touchdowns(self, down: np.ndarray) -> None:
         """With `ground="touchdown"`, a foot's ground height is its height at touchdown."""

@@ -7,14 +7,18 @@
  *           and J (4, 6, nu) leg Jacobians (base frame), qd (nu,), rho (4,) foot radii
  *           -> rel (4, 3) = R r_i, v_leg (4, 3) = -R (omega x r_i + J_lin qd + (J_ang qd) x (r_i - p_i))
  *   filter: x (18,), P (18, 18), ground (4,) updated in place; returns 1 when S is not
- *           positive definite (P is broken; x is then set to NaN), else 0.
+ *           positive definite (P is broken; x is then set to NaN), 2 when x or P is not
+ *           finite after the update, else 0.
  *   contact: foot forces F (4,) [N] at time t [s] -> weights w (4,), with the hysteresis state
  *           (in_contact (4,) uint8, touchdown_time, liftoff_time (4,) [s]) updated in place
  *           (`ForceContact` of estimator.py).
+ *   measure: one sample's inputs (`Sample`) -> their check, then the contact weights, R, the
+ *           leg kinematics, the leg measurements and the world acceleration, in one call.
  */
 #include <math.h>
 #include <string.h>
-/* cholesky, negative_cholesky_solve: native/dense_cholesky.c, built before this file */
+/* cholesky, negative_cholesky_solve: native/dense_cholesky.c, built before this file;
+ * leg_kinematics: hardware/leg_kinematics.c, the same */
 
 #define NFEET 4
 #define NX 18
@@ -64,6 +68,80 @@ void estimator_legs(const double *R, const double *omega, const double *p, const
             v_leg[3 * i + k] = -(R[3 * k] * rv[0] + R[3 * k + 1] * rv[1] + R[3 * k + 2] * rv[2]);
         }
     }
+}
+
+/* The buffers of one sample (`estimator_core.SampleBuffers` lays out the same struct). */
+typedef struct {
+    int nu, njoints, nfeet;
+    const double *joints, *feet, *foot_radius; /* the tree (leg_kinematics.c), rho (4,) */
+    double *work;                              /* 12 per joint */
+    const double *quat, *gyro, *specific_force, *q, *qd, *force; /* xyzw, base frame */
+    const double *contact_config;              /* estimator_contact's cc (5,) */
+    unsigned char *in_contact;
+    double *touchdown_time, *liftoff_time, *weights;
+    double *rotation, *positions, *jacobians, *rel, *v_leg, *acceleration;
+    double *last_q, *last_imu; /* (nu,), (6,): the joints and [gyro, specific force] before */
+    int *flags; /* [has_last (in), q_same, imu_same (out)] */
+} Sample;
+
+enum { MEASURED, BAD_QUAT, BAD_GYRO, BAD_ACC, BAD_Q, BAD_QD, BAD_FORCE, STALE };
+
+static int all_finite(const double *a, int n) {
+    for (int i = 0; i < n; ++i)
+        if (!isfinite(a[i])) return 0;
+    return 1;
+}
+
+/* One sample at time t [s] (last_t: the last sample's, NaN before the first). Returns MEASURED,
+ * or the first non-finite input (BAD_QUAT also for |quat| < 0.5; BAD_FORCE only with
+ * use_force), or STALE for t <= last_t: then nothing changed. Otherwise: with use_force the
+ * contact weights (estimator_contact); flags[1] = the joints bit-identical to the last
+ * sample's, flags[2] = the IMU's too (with flags[0] = 1: there is a last sample), the last
+ * saved; R (normalised quat); with own_kinematics the foot positions and Jacobians
+ * (leg_kinematics, base at the origin), else they are the caller's; rel, v_leg
+ * (estimator_legs); a = R f - gravity e_z. */
+int estimator_measure(Sample *s, double t, double last_t, int use_force, int own_kinematics,
+                      double gravity) {
+    const int nu = s->nu;
+    const double *u = s->quat;
+    if (!all_finite(u, 4)) return BAD_QUAT;
+    if (!all_finite(s->gyro, 3)) return BAD_GYRO;
+    if (!all_finite(s->specific_force, 3)) return BAD_ACC;
+    if (!all_finite(s->q, nu)) return BAD_Q;
+    if (!all_finite(s->qd, nu)) return BAD_QD;
+    if (use_force && !all_finite(s->force, NFEET)) return BAD_FORCE;
+    const double n2 = u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3];
+    if (n2 < 0.25) return BAD_QUAT;
+    if (t <= last_t) return STALE;
+    if (use_force)
+        estimator_contact(s->force, t, s->contact_config, s->in_contact, s->touchdown_time,
+                          s->liftoff_time, s->weights);
+    int q_same = s->flags[0], imu_same = s->flags[0];
+    for (int j = 0; j < nu; ++j) q_same = q_same && s->q[j] == s->last_q[j];
+    for (int k = 0; k < 3; ++k)
+        imu_same = imu_same && s->gyro[k] == s->last_imu[k] &&
+                   s->specific_force[k] == s->last_imu[3 + k];
+    s->flags[1] = q_same, s->flags[2] = imu_same, s->flags[0] = 1;
+    memcpy(s->last_q, s->q, sizeof(double) * (size_t)nu);
+    memcpy(s->last_imu, s->gyro, sizeof(double) * 3);
+    memcpy(s->last_imu + 3, s->specific_force, sizeof(double) * 3);
+    const double norm = sqrt(n2), x = u[0] / norm, y = u[1] / norm, z = u[2] / norm,
+                 w = u[3] / norm;
+    double *R = s->rotation;
+    R[0] = 1 - 2 * (y * y + z * z), R[1] = 2 * (x * y - z * w), R[2] = 2 * (x * z + y * w);
+    R[3] = 2 * (x * y + z * w), R[4] = 1 - 2 * (x * x + z * z), R[5] = 2 * (y * z - x * w);
+    R[6] = 2 * (x * z - y * w), R[7] = 2 * (y * z + x * w), R[8] = 1 - 2 * (x * x + y * y);
+    if (own_kinematics)
+        leg_kinematics(s->njoints, s->joints, s->nfeet, s->feet, nu, s->q, s->work, s->positions,
+                       s->jacobians);
+    estimator_legs(R, s->gyro, s->positions, s->jacobians, s->qd, nu, s->foot_radius, s->rel,
+                   s->v_leg);
+    for (int k = 0; k < 3; ++k) {
+        const double *f = s->specific_force;
+        s->acceleration[k] = R[3 * k] * f[0] + R[3 * k + 1] * f[1] + R[3 * k + 2] * f[2];
+    }
+    s->acceleration[2] -= gravity;
+    return MEASURED;
 }
 
 /* Row j of C (28 x 18) as at most two (column, value) entries. */
@@ -210,5 +288,5 @@ int estimator_filter(double dt, const double *acc, const double *rel, const doub
         for (int a = 0; a < 7; ++a) v -= e[a] * sol[a];
         foot_nis[i] = v;
     }
-    return 0;
+    return all_finite(x, NX) && all_finite(P, NX * NX) ? 0 : 2;
 }

@@ -8,7 +8,7 @@ base at the origin and level (so every quantity is in the BASE frame):
     B_v_foot_i (relative to the base)   = J_lin_i qd_j     [m/s]    (J_lin = d p_i / d q_j)
     B_omega_calf_i (relative to the base) = J_ang_i qd_j   [rad/s]
 
-Two implementations behind one call, `kinematics(q_j) -> (p, J)`, the Jacobians in the
+Three implementations behind one call, `kinematics(q_j) -> (p, J)`, the Jacobians in the
 base frame (Pinocchio's LOCAL_WORLD_ALIGNED at a base placed at the origin):
 
 - `PinocchioLegKinematics`: Pinocchio's C++ (`computeJointJacobians`,
@@ -18,20 +18,33 @@ base frame (Pinocchio's LOCAL_WORLD_ALIGNED at a base placed at the origin):
   that runs on JAX and CasADi) on plain NumPy arrays through `NumpyOps`, a NumPy
   implementation of the `dynamics.backend` interface (no jit: an estimator runs one small
   update at a time, where dispatching to XLA costs more than the arithmetic).
+- `CompiledLegKinematics`: the same recursion in C (`leg_kinematics.c`, built by
+  `native.c_library`), on the model's tree packed once (`kinematic_tree`); the compiled
+  estimator (`hardware.estimator_core`) runs the same C inside its own call.
 
-`leg_kinematics(model, backend)` builds one; `benchmarks/bench_estimator.py` times both and
-the estimator defaults to the faster (`DEFAULT_BACKEND`).
+`leg_kinematics(model, backend)` builds one; `benchmarks/bench_estimator.py` times them.
+The estimator's default (`EstimatorConfig.kinematics`, "auto") is the C where a C compiler is
+found (`native.c_library.compiled_arithmetic`), else Pinocchio.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+from pathlib import Path
+
 import numpy as np
 
 from dynamics import kinematics as kin
-from dynamics.model import Model
+from dynamics.model import FREE_FLYER, PRISMATIC, REVOLUTE, Model
+from native import c_library
 
-DEFAULT_BACKEND = "pinocchio"
-BACKENDS = ("pinocchio", "numpy")
+BACKENDS = ("auto", "c", "pinocchio", "numpy")
+SOURCE = Path(__file__).with_name("leg_kinematics.c")
+FLAGS = ("-O2", *c_library.MACHINE_FLAGS)
+JOINT_SIZE, FOOT_SIZE = 19, 4  # the records of `leg_kinematics.c`
+_TYPE_CODES = {FREE_FLYER: 0, REVOLUTE: 1, PRISMATIC: 2}
+_P = ctypes.c_void_p
 
 
 class NumpyOps:
@@ -182,10 +195,87 @@ class PinocchioLegKinematics:
         return positions, jacobians
 
 
-def leg_kinematics(model: Model, backend: str = DEFAULT_BACKEND):
-    """The `kinematics(q_joints (nu,)) -> (p (4, 3), J (4, 6, nu))` of `backend` (`BACKENDS`)."""
+def kinematic_tree(model: Model) -> tuple[np.ndarray, np.ndarray]:
+    """`(joints (njoints, JOINT_SIZE), feet (nfeet, FOOT_SIZE))`, the records
+    `leg_kinematics.c` reads: per joint its type code, parent, coordinate index in the joint
+    angles and column in the Jacobian (-1 for the free flyer), axis, and placement in its
+    parent (R row-major, p); per foot its parent joint and position in it. Raises ValueError
+    for a model without a floating base or with a joint type the C does not know."""
+    if model.joint_types[0] != FREE_FLYER:
+        raise ValueError(f"{model.name} has no floating base: the estimator needs one")
+    joints = np.zeros((model.njoints, JOINT_SIZE))
+    for i in range(model.njoints):
+        jtype = model.joint_types[i]
+        if jtype not in _TYPE_CODES or (i > 0 and jtype == FREE_FLYER):
+            raise ValueError(f"{model.name}'s joint {i} is {jtype!r}: the compiled leg "
+                             "kinematics take revolute and prismatic joints below one "
+                             "free flyer")  # fmt: skip
+        moving = jtype != FREE_FLYER
+        joints[i, :4] = (_TYPE_CODES[jtype], model.parents[i],
+                         model.idx_q[i] - 7 if moving else -1,
+                         model.idx_v[i] - 6 if moving else -1)  # fmt: skip
+        joints[i, 4:7] = model.joint_axes[i] if moving else 0.0
+        joints[i, 7:16] = np.asarray(model.joint_rotation[i], dtype=float).ravel()
+        joints[i, 16:19] = np.asarray(model.joint_translation[i], dtype=float)
+    feet = np.zeros((len(model.foot_frames), FOOT_SIZE))
+    for k, f in enumerate(model.foot_frames):
+        if model.frame_parents[f] < 0:
+            raise ValueError(f"{model.name}'s foot frame {f} has no parent joint")
+        feet[k, 0] = model.frame_parents[f]
+        feet[k, 1:] = np.asarray(model.frame_translation[f], dtype=float)  # its orientation: unused
+    return joints, feet
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    library = ctypes.CDLL(str(c_library.build_library(SOURCE, "leg_kinematics", FLAGS)))
+    library.leg_kinematics.restype = None
+    library.leg_kinematics.argtypes = [ctypes.c_int, _P, ctypes.c_int, _P, ctypes.c_int,
+                                       _P, _P, _P, _P]  # fmt: skip
+    return library
+
+
+class CompiledLegKinematics:
+    """Foot positions `(4, 3)` and Jacobians `(4, 6, nu)` in the base frame, by
+    `leg_kinematics.c` (module docstring) on `kinematic_tree(model)`."""
+
+    def __init__(self, model: Model):
+        self.joints, self.feet = kinematic_tree(model)
+        self.nu = model.nu
+        self.q = np.zeros(self.nu)
+        self.positions = np.zeros((len(self.feet), 3))
+        self.jacobians = np.zeros((len(self.feet), 6, self.nu))
+        self.work = np.zeros(12 * len(self.joints))
+        self._call = _library().leg_kinematics
+        self._args = (len(self.joints), self.joints.ctypes.data, len(self.feet),
+                      self.feet.ctypes.data, self.nu, self.q.ctypes.data, self.work.ctypes.data,
+                      self.positions.ctypes.data, self.jacobians.ctypes.data)  # fmt: skip
+
+    def __reduce__(self):
+        raise TypeError("CompiledLegKinematics holds its buffers' addresses: not pickled")
+
+    def __call__(self, q_joints) -> tuple[np.ndarray, np.ndarray]:
+        self.q[...] = _check_joints(q_joints, self.nu)
+        self._call(*self._args)
+        return self.positions.copy(), self.jacobians.copy()
+
+
+def resolved_backend(backend: str) -> str:
+    """`backend` with "auto" made concrete: "c" where a C compiler is found, else
+    "pinocchio" (`native.c_library.compiled_arithmetic`)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend != "auto":
+        return backend
+    return "c" if c_library.compiled_arithmetic("auto") else "pinocchio"
+
+
+def leg_kinematics(model: Model, backend: str = "auto"):
+    """The `kinematics(q_joints (nu,)) -> (p (4, 3), J (4, 6, nu))` of `backend` (`BACKENDS`;
+    "auto": `resolved_backend`)."""
+    backend = resolved_backend(backend)
+    if backend == "c":
+        return CompiledLegKinematics(model)
     if backend == "pinocchio":
         return PinocchioLegKinematics(model)
-    if backend == "numpy":
-        return NumpyLegKinematics(model)
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return NumpyLegKinematics(model)

@@ -25,7 +25,12 @@ from hardware.estimator import (
     phase_contact_weight,
 )
 from hardware.interface import RobotMode
-from hardware.leg_kinematics import NumpyLegKinematics, PinocchioLegKinematics
+from hardware.leg_kinematics import (
+    CompiledLegKinematics,
+    NumpyLegKinematics,
+    PinocchioLegKinematics,
+    kinematic_tree,
+)
 from hardware.pose import PoseController
 from hardware.safety import Mode, SafetyConfig, SafetyLayer
 from hardware.sensor_noise import NoisySensors, SensorNoise
@@ -54,6 +59,29 @@ def test_numpy_kinematics_matches_pinocchio(model):
         p_b, j_b = pin_kin(q)
         np.testing.assert_allclose(p_a, p_b, atol=1e-9)
         np.testing.assert_allclose(j_a, j_b, atol=1e-9)
+
+
+@pytest.mark.parametrize("robot", ["go2", "anymal_c", "solo12", "hyq"])
+def test_compiled_kinematics_match_pinocchio(robot):
+    """`leg_kinematics.c` against Pinocchio's C++ on robots whose joint axes and placements
+    differ (x/y axes, rotated hips), over the joints' whole range: equal to rounding."""
+    from native import c_library
+
+    if not c_library.compiler_available():
+        pytest.skip("no C compiler")
+    m = dynamics.load_robot(robot)
+    compiled, pin_kin = CompiledLegKinematics(m), PinocchioLegKinematics(m)
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        q = rng.uniform(-np.pi, np.pi, m.nu)
+        for a, b in zip(compiled(q), pin_kin(q)):
+            np.testing.assert_allclose(a, b, atol=1e-14)
+
+
+def test_the_compiled_kinematics_refuse_a_model_without_a_floating_base(model):
+    fixed = model.replace(joint_types=("revolute",) + tuple(model.joint_types[1:]))
+    with pytest.raises(ValueError, match="no floating base"):
+        kinematic_tree(fixed)
 
 
 def test_foot_jacobian_is_the_derivative_of_the_foot_position(model):
@@ -399,8 +427,10 @@ def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
     robot, hold = settled_robot(model, height_offset=0.05)
     rng = np.random.default_rng(1)
     compiled = StateEstimator(model, EstimatorConfig(arithmetic="c", ground=ground))
-    reference = StateEstimator(model, EstimatorConfig(arithmetic="numpy", ground=ground))
-    assert compiled.core is not None and reference.core is None
+    reference = StateEstimator(model, EstimatorConfig(arithmetic="numpy", ground=ground,
+                                                      kinematics="pinocchio"))  # fmt: skip
+    assert compiled.core is not None and compiled.core.own_kinematics
+    assert reference.core is None
     valid = 0
     for k in range(600):
         robot.advance(0.002)
@@ -428,6 +458,30 @@ def test_the_compiled_filter_computes_what_the_numpy_one_does(model, ground):
     np.testing.assert_allclose(compiled.P, reference.P, atol=1e-15)
     np.testing.assert_allclose(compiled.ground_height, reference.ground_height, atol=1e-12)
     assert valid > 300
+
+
+@pytest.mark.parametrize("arithmetic", ["c", "numpy"])
+@pytest.mark.parametrize("field", ["base_quat", "base_angular_velocity", "base_linear_acceleration",
+                                   "joint_q", "joint_qd", "foot_force"])  # fmt: skip
+def test_each_non_finite_input_is_a_fault_naming_it(model, arithmetic, field):
+    """A sample with one NaN (or a zero quaternion) faults the estimator, naming the input,
+    in either arithmetic; an older sample before it changes nothing."""
+    robot, hold = settled_robot(model)
+    estimator = StateEstimator(model, EstimatorConfig(arithmetic=arithmetic))
+    for _ in range(5):
+        m, estimate = step(robot, hold, estimator)
+    assert estimate.fault is None
+    assert estimator.update(m) is estimate  # not newer: the last estimate again
+    m, _ = step(robot, hold, estimator)
+    robot.advance(0.002)
+    bad = robot.read()
+    value = np.asarray(getattr(bad, field), dtype=float).copy()
+    if field == "base_quat":
+        value[:] = 0.0  # degenerate, not NaN
+    else:
+        value[-1] = np.nan
+    estimate = estimator.update(bad.replace(**{field: value}))
+    assert estimate.fault == f"non-finite input: {field}"
 
 
 def test_an_unknown_arithmetic_is_refused():
