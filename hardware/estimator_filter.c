@@ -254,20 +254,19 @@ int estimator_filter(double dt, const double *acc, const double *rel, const doub
         for (int m = 0; m < NX; ++m)
             for (int e = 0; e < n; ++e) ikc[m * NX + col[e]] -= kt[j * NX + m] * val[e];
     }
-    /* pn = ikc P ikc^T + K diag(r) K^T, symmetrised */
+    /* pn = ikc P ikc^T + K diag(r) K^T, symmetrised; each row built as a sum of scaled rows
+     * (each entry's terms added in the order of the dot products they form) */
+    double ikct[NX * NX];
     for (int a = 0; a < NX; ++a)
-        for (int b = 0; b < NX; ++b) {
-            double v = 0.0;
-            for (int c = 0; c < NX; ++c) v += ikc[a * NX + c] * P[c * NX + b];
-            tmp[a * NX + b] = v;
-        }
-    for (int a = 0; a < NX; ++a)
-        for (int b = 0; b < NX; ++b) {
-            double v = 0.0;
-            for (int c = 0; c < NX; ++c) v += tmp[a * NX + c] * ikc[b * NX + c];
-            for (int j = 0; j < NY; ++j) v += kt[j * NX + a] * r[j] * kt[j * NX + b];
-            pn[a * NX + b] = v;
-        }
+        for (int b = 0; b < NX; ++b) ikct[b * NX + a] = ikc[a * NX + b];
+    for (int a = 0; a < NX; ++a) {
+        double *ta = tmp + a * NX, *pa = pn + a * NX;
+        memset(ta, 0, sizeof(double) * NX);
+        for (int c = 0; c < NX; ++c) add_scaled(ta, ikc[a * NX + c], P + c * NX, NX);
+        memset(pa, 0, sizeof(double) * NX);
+        for (int c = 0; c < NX; ++c) add_scaled(pa, ta[c], ikct + c * NX, NX);
+        for (int j = 0; j < NY; ++j) add_scaled(pa, kt[j * NX + a] * r[j], kt + j * NX, NX);
+    }
     for (int a = 0; a < NX; ++a)
         for (int b = 0; b < NX; ++b) P[a * NX + b] = 0.5 * (pn[a * NX + b] + pn[b * NX + a]);
     /* each foot's own 7 rows: e_i^T S_ii^-1 e_i */
