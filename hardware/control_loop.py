@@ -108,9 +108,10 @@ class _Recorder:
     def __init__(self, nu: int):
         self.nu = nu
         self.rows: dict = {k: [] for k in _LOG_KEYS}
+        self._nan_j, self._nan3 = np.full(nu, np.nan), np.full(3, np.nan)  # shared, read only
 
     def add(self, t, m: Measurement | None, accepted, out, mode) -> None:
-        nan_j, nan3 = np.full(self.nu, np.nan), np.full(3, np.nan)
+        nan_j, nan3 = self._nan_j, self._nan3
         r = self.rows
         r["t"].append(t)
         r["stamp"].append(np.nan if m is None else m.timestamp)
