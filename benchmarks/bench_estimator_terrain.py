@@ -121,6 +121,7 @@ class Walk:
 # `stairs_up` it stalls at the first riser, front feet on the first tread, until it falls.
 WALKS = {
     "flat": Walk("flat", 0.0, 0.5, 10.0),
+    "flat_60s": Walk("flat", 0.0, 0.5, 60.0),  # touchdown heights drift: no absolute anchor
     "slope_up": Walk("slope", 0.3, 0.5, 10.0),  # level, 15 degrees up, the plateau
     "slope_down": Walk("slope", 2.4, 0.5, 8.0),  # plateau, 15 degrees down, level
     "stairs_up": Walk("stairs", 0.3, 0.5, 8.0),  # stalls at the first riser
