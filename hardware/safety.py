@@ -499,10 +499,14 @@ class SafetyLayer:
         return False
 
     def _next(self, now: float, command: JointCommand) -> JointCommand:
+        return command.replace(**self._next_stamp())
+
+    def _next_stamp(self) -> dict:
+        """The next output's `timestamp` (the accepted measurement's) and `sequence`."""
         self.sequence += 1
         m = self.measurement
-        stamp = m.timestamp if m is not None else float("nan")
-        return command.replace(timestamp=stamp, sequence=self.sequence)
+        return {"timestamp": m.timestamp if m is not None else float("nan"),
+                "sequence": self.sequence}  # fmt: skip
 
     def _output_damping(self, now: float) -> JointCommand:
         q = np.clip(self.measurement.joint_q, self.lower, self.upper)  # unused with Kp = 0
@@ -576,9 +580,7 @@ class SafetyLayer:
                 self._record(now, "soft_start_done")
             if bits >> i & 1:
                 self._record(now, kind, detail, np.flatnonzero(k.masks[i]))
-        out = k.out
-        command = JointCommand(out[0].copy(), out[1].copy(), out[2].copy(), out[3].copy(),
-                               out[4].copy(), arm=soft)  # fmt: skip
+        out = k.out.copy()  # the command's five arrays, rows of one copy
         self.last_q_target, self.last_output_time = out[0].copy(), now
-        return self._next(now, command)
+        return JointCommand(*out, arm=soft, **self._next_stamp())
 
