@@ -4,8 +4,9 @@
 time step with the chosen contact model (`ContactModel`, the choices `CONTACT_MODELS`; see
 `step.py` for the equations); `rollout` and `simulate` scan it. `StepParams` holds the traced
 physical parameters, including the terrain.
-`terrain`: terrains as pytrees (`flat`, `incline`, `plane`, `steps`, `heightfield`), their
-`signed_distance`, `friction` and `contact_frame`.
+`terrain`: terrains as pytrees (`flat`, `incline`, `plane`, `steps`, `heightfield`; and from
+`terraces`, `terraces` and `flight`: stairs up, a landing, down), their `signed_distance`,
+`friction` and `contact_frame`.
 `coulomb`: the disk-cone projection and the fixed-sweep prox solver for contact impulses.
 `checks`: parameter validation at construction, and the bad-state flags of `StepInfo`;
 `first_bad_step(infos)` finds the first step of a rollout that received or produced a NaN,
@@ -27,6 +28,7 @@ from .step import (
     make_step,
     step,
 )
+from .terraces import Terraces, flight, terraces
 from .terrain import (
     Heightfield,
     Plane,
@@ -53,11 +55,13 @@ __all__ = [
     "StepInfo",
     "StepParams",
     "Steps",
+    "Terraces",
     "activation",
     "compute_foot_contacts",
     "contact_frame",
     "first_bad_step",
     "flat",
+    "flight",
     "friction",
     "generalized_forces",
     "height",
@@ -75,4 +79,5 @@ __all__ = [
     "steps",
     "terrain_from_dict",
     "terrain_to_dict",
+    "terraces",
 ]

@@ -18,6 +18,10 @@ for a height field, its `<hfield>` asset. World frame z up, SI units, as in `con
                  climbing, the approach when descending) is a box `run_out` long, beyond which
                  the floor plane goes on at the lowest level. Boxes are `width` wide, centred
                  on y = 0 (our staircase is unbounded in y). `num_steps` must be finite.
+    Terraces     likewise (a flight up, its landing and the flight down): the floor plane at
+                 the lowest level and one box per level above it, from that plane up to its
+                 top: "approach" (`x < edges[0]`), "step_i" for `x in [edges[i-1], edges[i]]`,
+                 i = 1 .. m, the outer ones `run_out` long; a level at the lowest has no box.
     Heightfield  an `<hfield>` asset and its geom, and the floor plane at the lowest height
                  (below every triangle, so it never covers a pit).
 
@@ -40,8 +44,9 @@ MuJoCo takes the ground's friction for a contact instead of the larger of the tw
 Solver parameters (solref, solimp, condim) come from the model's defaults, as for the floor.
 
 Bad input raises `ValueError` naming the argument (`checks.require`): a non-finite leaf (a NaN
-height, an infinite `num_steps`), a negative friction or `num_steps`, `width`/`run_out` <= 0;
-a type that is not one of the three terrains raises `TypeError`.
+height, an infinite `num_steps`), a negative friction or `num_steps`, `width`/`run_out` <= 0,
+terraces' edges that do not increase (a tread <= 0); a type that is not one of the four
+terrains raises `TypeError`.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .checks import NONNEGATIVE, POSITIVE, require
+from .terraces import Terraces
 from .terrain import Heightfield, Plane, Steps
 
 FINITE = ("finite", np.isfinite)
@@ -154,6 +160,27 @@ def steps_elements(terrain: Steps, *, width: float = STEPS_WIDTH,
     return out
 
 
+def terraces_elements(terrain: Terraces, *, width: float = STEPS_WIDTH,
+                      run_out: float = STEPS_RUN_OUT) -> list[ET.Element]:  # fmt: skip
+    """The terraces as the floor plane at their lowest level and one box per level above it
+    (module docstring): geoms "floor", then "approach" and "step_1" .. "step_m" where above
+    the floor, `m` the number of risers. `width` [m] in y."""
+    _check(terrain)
+    require("terraces", "width", width, POSITIVE)
+    require("terraces", "run_out", run_out, POSITIVE)
+    edges, levels = _leaf(terrain, "edges"), _leaf(terrain, "levels")
+    require("terraces", "tread", np.diff(edges), POSITIVE)
+    mu = float(terrain.friction)
+    lowest = float(levels.min())
+    x = np.concatenate([[edges[0] - run_out], edges, [edges[-1] + run_out]])
+    names = ["approach"] + [f"step_{i}" for i in range(1, len(edges) + 1)]
+    out = [floor_geom(lowest, mu)]
+    for i, (name, top) in enumerate(zip(names, levels)):
+        if top > lowest:
+            out.append(_box(name, float(x[i]), float(x[i + 1]), lowest, float(top), width, mu))
+    return out
+
+
 def hfield_elevation(heights) -> tuple[np.ndarray, float, float]:
     """`(elevation (ny, nx), bottom, top)` of our `heights (nx, ny)` [m]: MuJoCo's rows (from
     +y down to -y) of `(heights - bottom) / top`, in [0, 1], `bottom` the lowest height and
@@ -184,17 +211,23 @@ def heightfield_elements(terrain: Heightfield, *, base: float = HFIELD_BASE,
     return [asset, geom, floor_geom(bottom, mu)]
 
 
-_CONVERTERS = {Plane: plane_elements, Steps: steps_elements, Heightfield: heightfield_elements}
+_CONVERTERS = {
+    Plane: plane_elements,
+    Steps: steps_elements,
+    Terraces: terraces_elements,
+    Heightfield: heightfield_elements,
+}
 
 
 def ground_elements(terrain) -> list[ET.Element]:
-    """The MJCF elements of `terrain` (a `contact.terrain` Plane, Steps or Heightfield, each
-    with its defaults here): `<geom>`s for the worldbody, `<hfield>`s for `<asset>`."""
+    """The MJCF elements of `terrain` (a `contact.terrain` Plane, Steps, Terraces or
+    Heightfield, each with its defaults here): `<geom>`s for the worldbody, `<hfield>`s for
+    `<asset>`."""
     try:
         convert = _CONVERTERS[type(terrain)]
     except KeyError:
         raise TypeError(
-            f"terrain must be a contact.terrain Plane, Steps or Heightfield, "
+            f"terrain must be a contact.terrain Plane, Steps, Terraces or Heightfield, "
             f"got {type(terrain).__name__}"
         ) from None
     return convert(terrain)
@@ -212,4 +245,5 @@ __all__ = [
     "normal_quat",
     "plane_elements",
     "steps_elements",
+    "terraces_elements",
 ]

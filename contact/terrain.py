@@ -5,11 +5,14 @@ is the (static) kind, every numeric parameter is a traced leaf, so terrains can 
 `vmap`, randomised (friction, heights) and differentiated. The constructors below raise
 `ValueError` naming the argument for a concrete negative `friction`, a `step_length` or
 `cell_size` <= 0, non-finite `heights` (`checks.require`; traced values pass unchecked).
+`Terraces` (a flight up, a landing and down again, or any piecewise-constant profile along x)
+lives in `contact.terraces`, with its own checks; it is dispatched here like the others.
 
-    kind         constructor                                   distance
-    Plane        flat(height), incline(angle), plane(n, h)     exact
-    Steps        steps(step_height, step_length, start_x)      exact within 2 step lengths
-    Heightfield  heightfield(heights, x0, y0, cell_size)       exact within `window` cells (3)
+    kind         constructor                                      distance
+    Plane        flat(height), incline(angle), plane(n, h)        exact
+    Steps        steps(step_height, step_length, start_x)         exact within 2 step lengths
+    Terraces     flight(h, L, x0, N, D), terraces(edges, levels)  exact within 2 treads
+    Heightfield  heightfield(heights, x0, y0, cell_size)          exact within `window` cells (3)
 
 `signed_distance(terrain, p) -> (gap, normal)`: `gap > 0` above (outside) the ground, `normal`
 the unit outward normal, equal to the gradient of the gap wherever the gap is differentiable.
@@ -30,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checks import NONNEGATIVE, POSITIVE, concrete, require
+from .surface_distance import nearest_feature, staircase_distance
+from .terraces import Terraces, terraces_distance, terraces_height
 
 # Steps: the distance is computed to the treads k-2..k+2 around the tread under the point and
 # the risers between them; it is exact within `_STEPS_WINDOW * step_length` of the surface.
@@ -47,13 +52,6 @@ def _friction(kind: str, friction):
     """The Coulomb coefficient as a leaf; a concrete negative one raises `ValueError`."""
     require(kind, "friction", friction, NONNEGATIVE)
     return _scalar(friction)
-
-
-def _safe_norm(v):
-    """`|v|` with a zero (not NaN) gradient at `v = 0`; returns `(norm, v != 0)`."""
-    sq = jnp.sum(v * v)
-    positive = sq > 0.0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0), positive
 
 
 # ----------------------------------------------------------------------------- terrain kinds
@@ -110,7 +108,7 @@ class Heightfield:
     window: int = dataclasses.field(default=_HEIGHTFIELD_WINDOW, metadata={"static": True})
 
 
-Terrain = Plane | Steps | Heightfield
+Terrain = Plane | Steps | Terraces | Heightfield
 
 
 # ----------------------------------------------------------------------------- constructors
@@ -248,23 +246,14 @@ def height(terrain: Terrain, x, y):
         return terrain.height - (n[0] * x + n[1] * y) / n[2]
     if isinstance(terrain, Steps):
         return _steps_tread_height(terrain, _steps_tread_index(terrain, x))
+    if isinstance(terrain, Terraces):
+        return terraces_height(terrain, x)
     if isinstance(terrain, Heightfield):
         return _heightfield_height(terrain, x, y)
     raise TypeError(f"unknown terrain {type(terrain).__name__}")
 
 
 # ----------------------------------------------------------------------------- distances
-def _nearest_feature(delta, interior, offset, face_normal, sign, fallback):
-    """`(gap, normal)` from the nearest feature of a piecewise-flat surface, `delta = p - c`
-    to its closest point `c`: a face interior gives the face's linear offset and normal (smooth
-    and finite on the surface); an edge or corner gives `s |delta|` and `s delta / |delta|`,
-    `s` the side of the surface (`fallback` where `delta = 0`)."""
-    dist, nonzero = _safe_norm(delta)
-    edge_normal = jnp.where(nonzero, sign * delta / jnp.where(nonzero, dist, 1.0), fallback)
-    return (jnp.where(interior, offset, sign * dist),
-            jnp.where(interior, face_normal, edge_normal))  # fmt: skip
-
-
 def _plane_distance(terrain: Plane, point):
     """`gap = n . (p - (0, 0, h))`, exact."""
     n = terrain.normal
@@ -281,7 +270,7 @@ def _steps_distance(terrain: Steps, point):
     and finite on the surface); if it is an end point (an edge), `gap = s |delta|` with
     `s = sign(z - H(x))`, normal `s delta / |delta|`. Features outside the window are more than
     `2 L` away, so the result is exact when `|gap| < 2 L`; it is clipped to `[-2 L, 2 L]`,
-    which keeps it continuous where the window shifts.
+    which keeps it continuous where the window shifts (`surface_distance.staircase_distance`).
     Derivatives jump only on the medial axis (points equidistant from two faces, e.g. above
     the bisector of an inner corner), as for any exact distance to a non-smooth surface.
     """
@@ -290,36 +279,9 @@ def _steps_distance(terrain: Steps, point):
     k = _steps_tread_index(terrain, x)
     j = k + jnp.arange(-_STEPS_WINDOW, _STEPS_WINDOW + 1, dtype=x.dtype)
     x_lo = terrain.start_x + (j - 1.0) * length
-    x_hi = x_lo + length
     z_j = _steps_tread_height(terrain, j)
-
-    # treads: outward normal +z
-    tread_delta = jnp.stack([x - jnp.clip(x, x_lo, x_hi), z - z_j], axis=-1)
-    tread_interior = (x >= x_lo) & (x <= x_hi)
-    tread_offset = z - z_j
-    tread_normal = jnp.broadcast_to(jnp.array([0.0, 1.0], dtype=x.dtype), tread_delta.shape)
-
-    # risers at x_hi[m] from z_j[m] to z_j[m+1]; outward normal -x when rising, +x when falling
-    xr, za, zb = x_hi[:-1], z_j[:-1], z_j[1:]
-    lo, hi = jnp.minimum(za, zb), jnp.maximum(za, zb)
-    riser_delta = jnp.stack([x - xr, z - jnp.clip(z, lo, hi)], axis=-1)
-    riser_interior = (z >= lo) & (z <= hi) & (hi > lo)
-    facing = jnp.where(zb > za, -1.0, 1.0)
-    riser_offset = facing * (x - xr)
-    riser_normal = jnp.stack([facing, jnp.zeros_like(facing)], axis=-1)
-
-    delta = jnp.concatenate([tread_delta, riser_delta])
-    interior = jnp.concatenate([tread_interior, riser_interior])
-    offset = jnp.concatenate([tread_offset, riser_offset])
-    face_normal = jnp.concatenate([tread_normal, riser_normal])
-    best = jnp.argmin(jnp.sum(delta * delta, axis=-1))
-
-    sign = jnp.where(z >= z_j[_STEPS_WINDOW], 1.0, -1.0)
-    gap, normal_xz = _nearest_feature(delta[best], interior[best], offset[best],
-                                      face_normal[best], sign, jnp.array([0.0, 1.0]))  # fmt: skip
-    limit = _STEPS_WINDOW * length
-    gap = jnp.clip(gap, -limit, limit)
-    return gap, jnp.stack([normal_xz[0], jnp.zeros_like(x), normal_xz[1]])
+    return staircase_distance(x, z, x_lo, x_lo + length, z_j, _STEPS_WINDOW,
+                              _STEPS_WINDOW * length)  # fmt: skip
 
 
 def _segment_closest(p, a, b):
@@ -396,14 +358,19 @@ def _heightfield_distance(terrain: Heightfield, point):
     best = jnp.argmin(jnp.sum((point[None] - closest) ** 2, axis=-1))
     vertical = z - _heightfield_height(terrain, x, y)
     sign = jnp.where(vertical >= 0.0, 1.0, -1.0)
-    gap, normal = _nearest_feature(point - closest[best], inside[best], offsets[best],
-                                   normals[best], sign, normals[best])  # fmt: skip
+    gap, normal = nearest_feature(point - closest[best], inside[best], offsets[best],
+                                  normals[best], sign, normals[best])  # fmt: skip
     nearer_vertically = jnp.abs(vertical) < jnp.abs(gap) - 1e-12
     up = jnp.array([0.0, 0.0, 1.0], dtype=normal.dtype)
     return jnp.where(nearer_vertically, vertical, gap), jnp.where(nearer_vertically, up, normal)
 
 
-_DISTANCES = {Plane: _plane_distance, Steps: _steps_distance, Heightfield: _heightfield_distance}
+_DISTANCES = {
+    Plane: _plane_distance,
+    Steps: _steps_distance,
+    Terraces: terraces_distance,
+    Heightfield: _heightfield_distance,
+}
 
 
 def signed_distance(terrain: Terrain, point):
@@ -448,7 +415,7 @@ def contact_frame(normal, xp=jnp):
 
 
 # ----------------------------------------------------------------------------- serialisation
-_KINDS = {cls.kind: cls for cls in (Plane, Steps, Heightfield)}
+_KINDS = {cls.kind: cls for cls in (Plane, Steps, Terraces, Heightfield)}
 
 
 def _static(f) -> bool:

@@ -8,8 +8,9 @@ Every preset is a `contact.terrain` pytree (so our contact model and MuJoCo, thr
 started at the origin in its standing pose stands on flat ground and meets the feature about a
 metre ahead, walking along +x. World frame z up, SI units; friction 0.8 (`contact.flat`'s).
 
-    stairs   five 10 cm risers, 30 cm treads, up to a landing 0.5 m high (`Steps`; one Steps
-             climbs or descends, not both)
+    stairs   five 10 cm risers up (30 cm treads), a 1 m landing 0.5 m high, five 10 cm
+             risers down (30 cm treads), level again at z = 0 from x = 4.4 m on
+             (`contact.terraces.flight`, a `Terraces`)
     slope    15 degrees up over 1.2 m, a 0.6 m plateau, 15 degrees down over 1.2 m, level
              again (a `Heightfield` of 10 cm cells whose kinks lie on grid lines, so its
              triangles are exactly the ramps)
@@ -30,7 +31,8 @@ import os
 
 import numpy as np
 
-from .terrain import Heightfield, Steps, Terrain, heightfield, steps, terrain_from_dict
+from .terraces import Terraces, flight
+from .terrain import Heightfield, Terrain, heightfield, terrain_from_dict
 
 FEATURE_X = 1.0  # [m] where every feature begins
 FRICTION = 0.8
@@ -38,10 +40,12 @@ _SPAN_X = (FEATURE_X - 0.5, FEATURE_X + 4.5)  # [m] height fields' extent along 
 _HALF_WIDTH = 1.5  # [m] height fields' extent along y: [-1.5, 1.5]
 
 
-def stairs(step_height: float = 0.10, step_length: float = 0.30, num_steps: int = 5) -> Steps:
-    """A flight of `num_steps` risers of `step_height` [m], treads `step_length` [m], the first
-    riser at `FEATURE_X`, then a level landing."""
-    return steps(step_height, step_length, FEATURE_X, friction=FRICTION, num_steps=num_steps)
+def stairs(step_height: float = 0.10, step_length: float = 0.30, num_steps: int = 5,
+           landing_length: float = 1.0) -> Terraces:  # fmt: skip
+    """Up `num_steps` risers of `step_height` [m], treads `step_length` [m], the first riser at
+    `FEATURE_X`; a landing `landing_length` [m] long; down the same flight to level ground."""
+    return flight(step_height, step_length, FEATURE_X, num_steps, landing_length,
+                  friction=FRICTION)  # fmt: skip
 
 
 def _grid(cell: float) -> tuple[np.ndarray, np.ndarray]:

@@ -9,14 +9,15 @@ Two checks of the same surfaces:
   range (< 1 nm here): bound 1 micrometre.
 - Resting bodies: a small probe (sphere r = 2 cm or cube of half-edge 3 cm, 0.2 kg, damped so
   that a rolling sphere stops) dropped from a few millimetres on a stair tread, across a stair
-  nose, on a 15 degree incline (mu = 1 > tan 15 deg, so it sticks) and on the 15 degree ramp
-  of the `slope` height field, and into a pit of a height field (where it touches several
-  triangles) comes to rest where our `signed_distance` puts it on the surface: the sphere's
-  centre `r` from the ground, the cube's bottom on it. What may differ is MuJoCo's
-  soft-contact penetration at rest (solref 4 ms, solimp 0.95-0.99 over 1 mm: a fraction of a
-  millimetre under this load; a box on a height field settles a little deeper, as MuJoCo
-  collides it with one triangle prism at a time, one contact each) and the float32 heights;
-  the bound is 3 mm.
+  nose, on a descending tread of the `stairs` preset (up, landing, down), across and just
+  behind a descending nose of it, on a 15 degree incline (mu = 1 > tan 15 deg, so it sticks)
+  and on the 15 degree ramp of the `slope` height field, and into a pit of a height field
+  (where it touches several triangles) comes to rest where our `signed_distance` puts it on
+  the surface: the sphere's centre `r` from the ground, the cube's bottom on it. What may
+  differ is MuJoCo's soft-contact penetration at rest (solref 4 ms, solimp 0.95-0.99 over 1
+  mm: a fraction of a millimetre under this load; a box on a height field settles a little
+  deeper, as MuJoCo collides it with one triangle prism at a time, one contact each) and the
+  float32 heights; the bound is 3 mm.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import pytest
 import dynamics
 from contact import terrain as T
 from contact.mjcf_terrain import ground_elements, heightfield_elements, hfield_elevation
-from contact.terrain_presets import PRESETS, slope
+from contact.terraces import flight
+from contact.terrain_presets import PRESETS, slope, stairs
 from dynamics.mjcf import to_mjcf
 
 RAY_TOLERANCE = 1e-6  # [m] float32 height-field storage
@@ -127,7 +129,30 @@ def case_pit():
     return terrain, "sphere", (0.803, -0.198, 0.02), None
 
 
-CASES = {f.__name__[5:]: f for f in (case_tread, case_nose, case_incline, case_ramp, case_pit)}
+FLIGHT = dataclasses.replace(stairs(), friction=jnp.asarray(1.0))  # down: risers 3.2 .. 4.4
+
+
+def case_down_tread():
+    """Sphere on the second tread down (x in [3.5, 3.8], z = 0.3), gap = r."""
+    return FLIGHT, "sphere", (3.66, -0.2, 0.3 + RADIUS + 0.005), None
+
+
+def case_down_nose():
+    """Cube over the descending nose at x = 3.5 (the tread at 0.4 ends there, 0.3 after it),
+    overhanging by 2 cm: its bottom on the tread, its overhanging edge 2 cm off the nose."""
+    return FLIGHT, "box", (3.5 - HALF + 0.02, 0.1, 0.4 + HALF + 0.005), None
+
+
+def case_behind_down_nose():
+    """Sphere 5 mm behind the descending nose at x = 3.5: on the tread, r from it."""
+    return FLIGHT, "sphere", (3.495, 0.0, 0.4 + RADIUS + 0.005), None
+
+
+CASES = {
+    f.__name__[5:]: f
+    for f in (case_tread, case_nose, case_incline, case_ramp, case_pit, case_down_tread,
+              case_down_nose, case_behind_down_nose)
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -145,7 +170,7 @@ def test_a_dropped_probe_rests_where_our_terrain_says(go2, name):
         corners = [centre + rotation.reshape(3, 3) @ np.array([sx, sy, -1.0]) * HALF
                    for sx in (-1, 1) for sy in (-1, 1)]  # fmt: skip
         difference = min(_gap(terrain, c) for c in corners)
-        if name == "nose":  # resting on the tread: its bottom at the tread's height
+        if name.endswith("nose"):  # resting on the tread: its bottom at the tread's height
             assert (
                 abs(centre[2] - HALF - float(T.height(terrain, centre[0] - HALF, centre[1])))
                 < REST_TOLERANCE
@@ -167,6 +192,7 @@ def _ray_heights(mj, x, y, start=3.0) -> np.ndarray:
 RAY_TERRAINS = {
     **{name: make for name, make in PRESETS.items()},
     "descending": lambda: T.steps(-0.12, 0.25, 1.0, num_steps=4),
+    "pit": lambda: flight(-0.12, 0.25, 1.0, 3, 0.6),
     "incline": lambda: T.incline(SLOPE, axis="y", height=0.1),
 }
 
@@ -217,6 +243,19 @@ def test_stairs_are_boxes_per_tread_and_the_floor_at_the_lowest_level():
     assert all(e.get("priority") == "1" for e in up + down)
 
 
+def test_terraces_are_boxes_per_level_above_the_floor():
+    """The `stairs` preset: a box per tread up, the landing, a box per tread down, none for
+    the level ground (the floor); a pit: the floor at its bottom, boxes for the rest."""
+    names = [e.get("name") for e in ground_elements(stairs())]
+    assert names == ["floor"] + [f"step_{k}" for k in range(1, 10)]
+    pit = ground_elements(flight(-0.12, 0.25, 1.0, 3, 0.6))
+    assert [e.get("name") for e in pit] == ["floor", "approach", "step_1", "step_2", "step_4",
+                                            "step_5", "step_6"]  # fmt: skip
+    assert float(pit[0].get("pos").split()[2]) == pytest.approx(-0.36)
+    with pytest.raises(ValueError, match="terraces: tread must be > 0"):
+        ground_elements(T.Terraces(jnp.array([1.0, 0.5]), jnp.zeros(3), jnp.asarray(0.8)))
+
+
 @pytest.mark.parametrize(
     "terrain, match",
     [
@@ -235,8 +274,8 @@ def test_bad_terrains_are_refused_naming_the_argument(terrain, match):
 
 
 def test_an_unknown_terrain_is_refused():
-    with pytest.raises(TypeError, match="terrain must be a contact.terrain Plane, Steps or "
-                                        "Heightfield, got dict"):  # fmt: skip
+    with pytest.raises(TypeError, match="terrain must be a contact.terrain Plane, Steps, "
+                                        "Terraces or Heightfield, got dict"):  # fmt: skip
         ground_elements({"kind": "plane"})
 
 
