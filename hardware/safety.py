@@ -583,4 +583,3 @@ class SafetyLayer:
         out = k.out.copy()  # the command's five arrays, rows of one copy
         self.last_q_target, self.last_output_time = out[0].copy(), now
         return JointCommand(*out, arm=soft, **self._next_stamp())
-
