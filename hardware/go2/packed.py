@@ -6,6 +6,9 @@
     tick_ms, remote = decoder.tick(data), decoder.remote(data)
     packer = LowCmdPacker(perm)
     data = packer.pack(command)                  # XCDR1 bytes, CRC set (`dds.write_serialized`)
+    sport = SportStateDecoder()
+    data = sport.readable(data)                  # a serialized SportModeState_
+    position, velocity = sport.base_state(data)  # world; base frame
 
 The 500 Hz path handles one LowState and one LowCmd a tick. Cyclone's Python objects for them
 hold a few hundred attributes each; building them, walking them again for the CRC and once more
@@ -18,6 +21,9 @@ bytes, and the fields the path uses are gathered from, or scattered into, their 
   Its `measurement` equals `measurement_from_lowstate` of the deserialized message, field for
   field, and is None where a number is not finite or the quaternion is degenerate, as
   `Measurement.is_finite`.
+- `SportStateDecoder` reads a SportModeState_'s base position and velocity the same way:
+  `base_state` equals `conversions.base_from_sport_state` of the deserialized message, and
+  `stamp` its `stamp` [s].
 - `LowCmdPacker` keeps one LowCmd_ twice, as its C struct (what the CRC is computed over,
   `crc`) and as its XCDR1 serialization, both made from `conversions.new_lowcmd()`: `pack`
   writes the five command arrays into SDK slots 0-11 of both (model order in, `perm`), the CRC
@@ -31,10 +37,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interface import JointCommand, Measurement
+from ..interface import JointCommand, Measurement, rotation_from_quat
 from . import messages as msgs
 from .codec import CDR_LE_HEADER, c_bytes, leaf_offsets
-from .conversions import FOOT_FORCE_NEWTONS_PER_COUNT, GO2_FOOT_PERM, NUM_JOINTS, new_lowcmd
+from .conversions import (
+    FOOT_FORCE_NEWTONS_PER_COUNT,
+    GO2_FOOT_PERM,
+    NUM_JOINTS,
+    new_lowcmd,
+    quat_xyzw,
+)
 from .crc import crc32_words
 
 _HEADER = len(CDR_LE_HEADER)  # bytes before the XCDR1 body
@@ -127,6 +139,39 @@ class LowStateDecoder:
             foot_force=counts * FOOT_FORCE_NEWTONS_PER_COUNT,
             motor_temperature=temperature.astype(float),
         )
+
+
+class SportStateDecoder:
+    """A serialized SportModeState_ -> its stamp and base state (module docstring)."""
+
+    def __init__(self):
+        offsets = _offsets(msgs.SportModeState_, "cdr", _HEADER)
+        end = max(o + np.dtype("<" + c).itemsize for c, o in offsets.values())
+        self.size = end + -end % 4
+        paths = [f"imu_state.quaternion[{k}]" for k in range(4)]  # [w, x, y, z]
+        paths += [f"position[{k}]" for k in range(3)] + [f"velocity[{k}]" for k in range(3)]
+        self._floats = _word_index(offsets, paths, "f")
+        self._sec = int(_word_index(offsets, ["stamp.sec"], "i")[0])
+        self._nanosec = int(_word_index(offsets, ["stamp.nanosec"], "I")[0])
+
+    def accepts(self, data: bytes) -> bool:
+        """`data` is a whole SportModeState_ in XCDR1 little endian."""
+        return len(data) >= self.size and data[:2] == CDR_LE_HEADER[:2]
+
+    def readable(self, data: bytes) -> bytes:
+        """`data` as this decoder reads it (as `LowStateDecoder.readable`)."""
+        return data if self.accepts(data) else msgs.SportModeState_.deserialize(data).serialize()
+
+    def stamp(self, data: bytes) -> float:
+        """`stamp.sec + 1e-9 stamp.nanosec` [s]."""
+        sec = int(np.frombuffer(data, "<i4", 1, 4 * self._sec)[0])
+        return sec + 1e-9 * int(np.frombuffer(data, "<u4", 1, 4 * self._nanosec)[0])
+
+    def base_state(self, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """`(position (3,) world, linear velocity (3,) base frame)`."""
+        values = np.frombuffer(data, "<f4", len(data) // 4)[self._floats].astype(float)
+        rotation = rotation_from_quat(quat_xyzw(values[:4]))
+        return values[4:7], rotation.T @ values[7:10]
 
 
 class LowCmdPacker:

@@ -67,7 +67,6 @@ from . import messages as msgs
 from .conversions import (
     TOPIC_GROUND_TRUTH,
     Buttons,
-    base_from_sport_state,
     remote_buttons,
     sdk_permutation,
 )
@@ -79,12 +78,11 @@ from .dds import (
     make_reader,
     make_writer,
     open_domain,
-    take,
     take_serialized,
     write_serialized,
 )
 from .motion_switcher import release_sport_mode_or_none
-from .packed import LowCmdPacker, LowStateDecoder
+from .packed import LowCmdPacker, LowStateDecoder, SportStateDecoder
 from .tick_clock import TickClock
 
 logger = logging.getLogger(__name__)
@@ -140,6 +138,7 @@ class Go2Robot:
         self.perm = sdk_permutation(joint_map)
         self._decoder = LowStateDecoder(self.perm)  # LowStates and LowCmds as bytes (`packed`)
         self._packer = LowCmdPacker(self.perm)
+        self._sport_decoder = SportStateDecoder()
         self.state_timeout = float(state_timeout)
         self.estop_buttons = int(estop_buttons)
         self.period = 1.0 / command_rate
@@ -196,9 +195,16 @@ class Go2Robot:
         tick on this computer's clock."""
         return self.tick_clock(tick_ms, now)
 
-    def _stamp(self, msg, now: float) -> float:
-        """The timestamp of a SportModeState that arrived at local time `now`: its arrival."""
+    def _sport_stamp(self, data: bytes, now: float) -> float:
+        """The timestamp of a serialized SportModeState that arrived at local time `now`: its
+        arrival."""
         return now
+
+    def _base_state(self, data: bytes, now: float) -> tuple:
+        """`(timestamp, position (3,) world, velocity (3,) base frame)` of a serialized
+        SportModeState that arrived at local time `now`."""
+        data = self._sport_decoder.readable(data)
+        return (self._sport_stamp(data, now), *self._sport_decoder.base_state(data))
 
     # ------------------------------------------------------------- incoming (polled)
     def _poll(self, now: float) -> None:
@@ -206,15 +212,15 @@ class Go2Robot:
         sport state is stamped by its take: a poll a tick keeps that within a tick of its
         arrival); call with `self.lock`."""
         if self.sport_reader is not None:
-            sport = take(self.sport_reader, msgs.SportModeState_)
+            sport = take_serialized(self.sport_reader)
             if sport:
                 self.counters["sport_states"] += len(sport)
-                self.sport = (self._stamp(sport[-1], now), *base_from_sport_state(sport[-1]))
+                self.sport = self._base_state(sport[-1], now)
         if self.truth_reader is not None:
-            truth = take(self.truth_reader, msgs.SportModeState_)
+            truth = take_serialized(self.truth_reader)
             if truth:
                 self.counters["ground_truths"] += len(truth)
-                self.truth = (self._stamp(truth[-1], now), *base_from_sport_state(truth[-1]))
+                self.truth = self._base_state(truth[-1], now)
         for data in take_serialized(self.state_reader, STATE_QUEUE):  # oldest first
             self.counters["states"] += 1
             self._receive_state(data, now)
@@ -407,8 +413,8 @@ class LockstepGo2Robot(Go2Robot):
     def _state_stamp(self, tick_ms: int, now: float) -> float:
         return 1e-3 * tick_ms
 
-    def _stamp(self, msg, now: float) -> float:
-        return msg.stamp.sec + 1e-9 * msg.stamp.nanosec
+    def _sport_stamp(self, data: bytes, now: float) -> float:
+        return self._sport_decoder.stamp(data)
 
     def now(self) -> float:
         latest = self.latest

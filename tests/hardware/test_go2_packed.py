@@ -14,7 +14,7 @@ from cyclonedds.idl._support import Endianness  # noqa: E402
 from hardware.go2 import codec, conversions  # noqa: E402
 from hardware.go2 import messages as msgs  # noqa: E402
 from hardware.go2.crc import crc_ok  # noqa: E402
-from hardware.go2.packed import LowCmdPacker, LowStateDecoder  # noqa: E402
+from hardware.go2.packed import LowCmdPacker, LowStateDecoder, SportStateDecoder  # noqa: E402
 from hardware.interface import JointCommand, JointMap, RobotMode  # noqa: E402
 
 ARRAYS = ("joint_q", "joint_qd", "base_quat", "base_angular_velocity",
@@ -147,3 +147,19 @@ def test_the_packer_writes_the_bytes_of_the_message_path_with_a_valid_crc(perm):
         arrays = conversions.command_arrays(back, perm)
         np.testing.assert_array_equal(arrays["kp"], command.kp.astype(np.float32))
         assert (arrays["mode"] == msgs.MOTOR_SERVO).all()
+
+
+def test_the_sport_state_decoder_equals_base_from_sport_state():
+    decoder = SportStateDecoder()
+    rng = np.random.default_rng(6)
+    for _ in range(10):
+        msg = codec.zero(msgs.SportModeState_)
+        msg.imu_state.quaternion = f32(rng, 4)
+        msg.position, msg.velocity = f32(rng, 3), f32(rng, 3)
+        msg.stamp.sec, msg.stamp.nanosec = int(rng.integers(0, 2**31)), int(rng.integers(0, 10**9))
+        for endianness in (Endianness.Little, Endianness.Big):
+            data = decoder.readable(IdlStruct.serialize(msg, endianness=endianness))
+            want = conversions.base_from_sport_state(msg)
+            for got, expected in zip(decoder.base_state(data), want):
+                np.testing.assert_array_equal(got, expected)
+            assert decoder.stamp(data) == msg.stamp.sec + 1e-9 * msg.stamp.nanosec
