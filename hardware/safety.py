@@ -74,6 +74,7 @@ from native import c_library
 from . import safety_kernel
 from .interface import JointCommand, JointMap, Measurement, RobotMode
 from .pose import interpolate_pose
+from .queued_logging import log_later
 
 logger = logging.getLogger(__name__)
 # [s] timeouts are exceeded when passed by more than this: robot times are sums of float
@@ -190,7 +191,8 @@ class EventLog:
                 level = logging.INFO
             else:
                 level = logging.WARNING
-            logger.log(level, "t=%.4f %s %s %s", now, kind, detail, ev.joints or "")
+            # made and written off a real-time loop's thread inside `queued_logging`
+            log_later(logger, level, "t=%.4f %s %s %s", now, kind, detail, ev.joints or "")
         self._open[kind] = (ev, tick)
 
     def kinds(self) -> set:

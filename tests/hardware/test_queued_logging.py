@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-from hardware.queued_logging import queued_logging
+from hardware.queued_logging import log_later, queued_logging
 
 
 class BlockingHandler(logging.Handler):
@@ -70,5 +70,30 @@ def test_what_the_writer_thread_has_not_reached_is_written_when_the_block_ends()
             for k in range(3):
                 logging.getLogger("x").error("record %d", k)
         assert [m for m, _ in handler.written] == ["record 0", "record 1", "record 2"]
+    finally:
+        root.removeHandler(handler)
+
+
+def test_log_later_makes_the_record_in_the_writer_thread_in_order():
+    root = logging.getLogger()
+    handler = BlockingHandler()
+    handler.gate.set()
+    root.addHandler(handler)
+    made_by: list = []
+    capture = logging.Filter()
+    capture.filter = lambda record: made_by.append(record.thread) or True
+    handler.addFilter(capture)
+    try:
+        with queued_logging(interval=0.01):
+            for k in range(3):
+                log_later(logging.getLogger("hardware.safety"), logging.WARNING, "event %d", k)
+            log_later(logging.getLogger("hardware.safety"), logging.DEBUG, "below the level")
+            deadline = time.monotonic() + 5.0  # the writer thread's next passes make them
+            while len(handler.written) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert [m for m, _ in handler.written] == ["event 0", "event 1", "event 2"]
+        assert threading.get_ident() not in made_by  # the records were made off this thread
+        log_later(logging.getLogger("hardware.safety"), logging.WARNING, "outside")
+        assert handler.written[-1][0] == "outside" and made_by[-1] == threading.get_ident()
     finally:
         root.removeHandler(handler)
