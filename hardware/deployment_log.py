@@ -93,6 +93,8 @@ class DeploymentLogWriter:
         self.complete = False
         self.error: str | None = None  # the background writer's failure, if any
         self._chunk: dict = {}  # name -> (chunk_ticks, *shape) array of the chunk in progress
+        self._codes: dict = {}  # name -> {string: its code} of each string column
+        self._plans: dict = {}  # the chunk's row plans (`_write_row`), by the row's column names
         self._rows = 0  # rows in the chunk in progress
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
@@ -120,26 +122,56 @@ class DeploymentLogWriter:
                 self._submit()
 
     def _write_row(self, i: int, row: dict) -> None:
-        """Copy `row`'s values into row `i` of the chunk's columns; with the lock."""
-        chunk, strings = self._chunk, self.strings
-        for name, value in row.items():
+        """Copy `row`'s values into row `i` of the chunk's columns; with the lock. A row with
+        the columns of one already written to this chunk, in the same order (every tick's, in
+        a run), follows that row's plan: its columns, string codes and shapes looked up once."""
+        plan = self._plans.get(tuple(row))
+        if plan is None:
+            self._write_row_new(i, row)
+            return
+        for (name, column, codes, shape), value in zip(plan, row.values()):
             if value is None:
                 continue
-            column = chunk.get(name)
-            if column is None:
-                column = chunk[name] = self._chunk_column(name, value)
-            if name in strings:
-                if not isinstance(value, str):
-                    raise TypeError(f"column {name!r} holds strings, got {value!r}")
-                table = strings[name]
-                if value not in table:
-                    table.append(value)
-                column[i] = table.index(value)
+            if codes is not None:
+                code = codes.get(value) if type(value) is str else None
+                if code is None:  # a new string, or not a string: the general path says which
+                    self._write_value(i, name, value)
+                else:
+                    column[i] = code
                 continue
-            shape = value.shape if type(value) is np.ndarray else np.shape(value)
-            if shape != column.shape[1:]:
-                raise ValueError(f"column {name!r} has shape {column.shape[1:]}, got {shape}")
+            if (value.shape if type(value) is np.ndarray else np.shape(value)) != shape:
+                raise ValueError(f"column {name!r} has shape {shape}, got {np.shape(value)}")
             column[i] = value
+
+    def _write_row_new(self, i: int, row: dict) -> None:
+        """`_write_row` for a row of new columns or order: each column by name, then its plan."""
+        for name, value in row.items():
+            if value is not None:
+                self._write_value(i, name, value)
+        if all(name in self._chunk for name in row):  # every column has an array now
+            self._plans[tuple(row)] = [
+                (name, self._chunk[name], self._codes.get(name), self.columns[name][1])
+                for name in row
+            ]
+
+    def _write_value(self, i: int, name: str, value) -> None:
+        """Write `value` in row `i` of column `name` (its array made at its first value)."""
+        column = self._chunk.get(name)
+        if column is None:
+            column = self._chunk[name] = self._chunk_column(name, value)
+        if name in self.strings:
+            if not isinstance(value, str):
+                raise TypeError(f"column {name!r} holds strings, got {value!r}")
+            codes = self._codes[name]
+            if value not in codes:
+                codes[value] = len(self.strings[name])
+                self.strings[name].append(value)
+            column[i] = codes[value]
+            return
+        shape = value.shape if type(value) is np.ndarray else np.shape(value)
+        if shape != column.shape[1:]:
+            raise ValueError(f"column {name!r} has shape {column.shape[1:]}, got {shape}")
+        column[i] = value
 
     def _chunk_column(self, name: str, value) -> np.ndarray:
         """The chunk's array for column `name` (registered from `value` if new), every row
@@ -147,7 +179,7 @@ class DeploymentLogWriter:
         if name not in self.columns:
             self.columns[name] = _column_of(name, value)
             if self.columns[name][0] == STRING:
-                self.strings[name] = []
+                self.strings[name], self._codes[name] = [], {}
         kind, shape = self.columns[name]
         return _filled(self.chunk_ticks, kind, shape)
 
@@ -183,7 +215,7 @@ class DeploymentLogWriter:
     def _submit(self) -> None:
         """Hand the pending rows and a snapshot of the header to the writer; with the lock."""
         rows, arrays = self._rows, self._chunk
-        self._rows, self._chunk = 0, {}
+        self._rows, self._chunk, self._plans = 0, {}, {}
         chunk = None
         if rows:
             name = CHUNK_PATTERN.format(len(self.chunks))

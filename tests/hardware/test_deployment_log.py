@@ -115,6 +115,28 @@ def test_bad_rows_and_folders_are_refused_by_name(tmp_path):
         DeploymentLogWriter(str(tmp_path / "other"), chunk_ticks=0)
 
 
+def test_rows_of_one_layout_take_the_planned_path_with_the_same_checks(tmp_path):
+    """Rows with the same columns in the same order (a run's ticks) follow the first one's
+    plan: new strings, None, bad shapes and types behave as on the general path, across
+    chunks."""
+    log = DeploymentLogWriter(str(tmp_path / "run"), chunk_ticks=3)
+    modes = ["stand", "stand", "walk", "stand", "trot", "walk", "walk"]
+    for k, mode in enumerate(modes):
+        log.append({"t": 0.1 * k, "joint_q": np.full(12, float(k)), "mode": mode,
+                    "nis": None if k == 2 else float(k)})  # fmt: skip
+        if k == 4:
+            with pytest.raises(ValueError, match="'joint_q' has shape"):
+                log.append({"t": 9.0, "joint_q": np.zeros(11), "mode": "x", "nis": 1.0})
+            with pytest.raises(TypeError, match="'mode' holds strings"):
+                log.append({"t": 9.0, "joint_q": np.ones(12), "mode": 3, "nis": 1.0})
+    log.close()
+    run = DeploymentLog.load(str(tmp_path / "run"))
+    assert len(run) == len(modes) and list(run["mode"]) == modes
+    np.testing.assert_array_equal(run["joint_q"][:, 0], np.arange(len(modes)))
+    np.testing.assert_array_equal(run["t"], 0.1 * np.arange(len(modes)))
+    assert np.isnan(run["nis"][2]) and run["nis"][6] == 6.0
+
+
 def test_measurement_rows_keep_the_new_fields_and_leave_out_the_absent_ones():
     m = Measurement(
         timestamp=1.5, sequence=7, joint_q=np.arange(12.0), joint_qd=np.zeros(12),
