@@ -18,8 +18,9 @@ base height `p_z - z` [m] (world), world velocity `|v - v_true|` and base-frame 
 `|R^T v - v_true,base|` [m/s] (norms of 3-vectors), RMS and max over the walk; the NIS
 (28 rows, chi-square with 28 degrees of freedom for a consistent filter): its median and the
 share of samples above the fault gate (`StateEstimator.nis_gate`), and the fault if one was
-latched. Medians over `--seeds` (sensor noise and the walk's noise draw). The table goes to
-stdout (Markdown), the numbers to `benchmarks/results/estimator_terrain.json`.
+latched. Medians over `--seeds` (sensor noise and the walk's noise draw). The table goes to its
+section of BENCHMARKS.md (not with `--no-write`), the walks per seed to stdout, the numbers to
+`benchmarks/results/estimator_terrain.json`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+HEADING = "## Estimator off the plane"
 STAND = 0.5  # [s] the standing pose before the policy
 FALL_MARGIN = 0.5  # [s] errors end this long before a safety intervention (a fall's start)
 START = 0.3  # [s] errors from here on (the estimator starts within 0.1 s of loaded feet)
@@ -264,7 +266,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--policy", default=str(ROOT / "examples" / "policies" / "go2_omni"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" /
                                              "estimator_terrain.json"))  # fmt: skip
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.markdown_report import cpu_name, publish
+
     logging.disable(logging.ERROR)  # the safety layer's limits and falls: in the table
     t0 = time.perf_counter()
     rows, walks = {}, {}
@@ -282,9 +288,13 @@ def main(argv=None) -> dict:
                            for k in per_seed[g][0] if k != "fault"},
                 "seeds": per_seed[g],
             }  # fmt: skip
-    command = "python benchmarks/bench_estimator_terrain.py " + shlex.join(argv or sys.argv[1:])
+    shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"]
+    command = "python benchmarks/bench_estimator_terrain.py " + shlex.join(shown)
     lines = [
-        f"`{command.strip()}`: seeds {', '.join(map(str, args.seeds))}, medians over seeds; "
+        HEADING,
+        "",
+        f"`{command.strip()}` on {cpu_name()}: seeds {', '.join(map(str, args.seeds))}, "
+        "medians over seeds; "
         "errors against MuJoCo's truth from 0.3 s to the end (or 0.5 s before a safety "
         "intervention).",
         "",
@@ -302,14 +312,15 @@ def main(argv=None) -> dict:
             f"{100 * m['nis_over_gate']:.2f}% | {m['height_max_sigmas']:.1f} | "
             f"{faults}/{len(row['seeds'])} |"
         )
-    lines += ["", "| walk | seed | x start -> end [m] | true z min / max [m] | intervention [s] |",
-              "|---|---|---|---|---|"]  # fmt: skip
+    publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, "\n".join(lines))
+    per_seed = ["", "| walk | seed | x start -> end [m] | true z min / max [m] | intervention "
+                "[s] |", "|---|---|---|---|---|"]  # fmt: skip
     for name, w in walks.items():
         for r in w["seeds"]:
             when = "none" if r["intervention_s"] is None else f"{r['intervention_s']:.2f}"
-            lines.append(f"| {name} | {r['seed']} | {r['x_start']:.2f} -> {r['x_end']:.2f} | "
-                         f"{r['z_min']:.3f} / {r['z_max']:.3f} | {when} |")  # fmt: skip
-    print("\n".join(lines))
+            per_seed.append(f"| {name} | {r['seed']} | {r['x_start']:.2f} -> {r['x_end']:.2f} | "
+                            f"{r['z_min']:.3f} / {r['z_max']:.3f} | {when} |")  # fmt: skip
+    print("\n".join(per_seed))
     out = {
         "command": command.strip(),
         "seconds_wall": time.perf_counter() - t0,

@@ -10,8 +10,8 @@ environment steps its deterministic policy runs from 16 fixed resets for 2 s
 (`learning.evaluation.evaluate`, evaluation time not counted). Reported per method and seed:
 the environment steps and training wall time (compilation included) to the first evaluation
 with tracking error `|v_xy - c_xy|` below `--threshold` [m/s] and no fall, and the final
-tracking error and fall fraction. Prints a Markdown section and writes JSON to
-`benchmarks/results/ppo_baseline.json`; it does not write BENCHMARKS.md.
+tracking error and fall fraction. Writes its section of BENCHMARKS.md (not with `--no-write`)
+and JSON to `benchmarks/results/ppo_baseline.json`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+HEADING = "## Brax's PPO beside SHAC and our PPO"
 
 
 def task(args):
@@ -115,7 +116,7 @@ def first_reaching(curve, threshold):
 
 def markdown(results, args) -> str:
     lines = [
-        "## Brax's PPO beside SHAC and our PPO",
+        HEADING,
         "",
         f"- Command: `python benchmarks/bench_ppo_baseline.py {' '.join(args.argv)}`",
         f"- CPU: {args.cpu}; {args.robot}, flat ground, float32, no randomisation, vx in "
@@ -135,16 +136,6 @@ def markdown(results, args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default="solo12")
@@ -159,9 +150,13 @@ def main(argv=None):
     parser.add_argument("--ppo-envs", type=int, default=64, help="ours and Brax's")
     parser.add_argument("--unroll", type=int, default=20, help="PPO rollout length, both")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    args.argv = list(argv) if argv is not None else __import__("sys").argv[1:]
-    args.cpu = cpu_name()
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.markdown_report import cpu_name, publish
+
+    args.argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"]
+    args.cpu = f"{cpu_name()} ({os.cpu_count()} cores)"
     env = task(args)
     results = {}
     for name in args.methods:
@@ -170,7 +165,7 @@ def main(argv=None):
             print(f"{name} seed {seed}", flush=True)
             results[name][seed] = METHODS[name](env, args, seed)
     text = markdown(results, args)
-    print(text)
+    publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, text)
     os.makedirs(args.results, exist_ok=True)
     out = Path(args.results) / "ppo_baseline.json"
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},

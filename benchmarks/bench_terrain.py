@@ -1,8 +1,8 @@
 """Height-field terrain cost: the batched contact distance query and the contact step on flat
 ground, on tiles of one height field, and on per-environment height fields.
 
-    python benchmarks/bench_terrain.py             # prints the "## Terrain" section, writes JSON
-    python benchmarks/bench_terrain.py --write     # also writes the section into BENCHMARKS.md
+    python benchmarks/bench_terrain.py             # writes "## Terrain" in BENCHMARKS.md, and JSON
+    python benchmarks/bench_terrain.py --no-write  # prints the section only
 
 In one process, `--batch` environments (default 256), each a robot's four feet:
 
@@ -16,8 +16,8 @@ Layouts: `flat` (a `Plane`), `tiles` (one shared `Heightfield` of `--levels` lev
 (a `Heightfield` per environment with a leading batch axis, one tile with its border,
 `in_axes=0`), each with the distance query's default 7 x 7-cell window and with the 3 x 3-cell
 one (`window=1`: exact for gaps below one cell, which covers the step's activation cut-off, so
-the steps are the same). Times are medians of repeats (`bench_contact.time_call`), in microseconds per
-environment step (query: per environment, four feet).
+the steps are the same). Times are medians of repeats (`bench_contact.time_call`), in
+microseconds per environment step (query: per environment, four feet).
 """
 
 from __future__ import annotations
@@ -180,19 +180,19 @@ def main(argv=None):
     parser.add_argument("--border", type=float, default=2.0)
     parser.add_argument("--clearance", type=float, default=0.1)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help="also write BENCHMARKS.md")
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     rows = measure(args)
     command = "python benchmarks/bench_terrain.py " + " ".join(
-        a for a in (argv if argv is not None else sys.argv[1:]) if a != "--write"
+        a for a in (argv if argv is not None else sys.argv[1:]) if a != "--no-write"
     )
     text = render(rows, args, command.strip(), load)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-    markdown_report.publish(REPO / "BENCHMARKS.md" if args.write else None, HEADING, text)
+    markdown_report.publish(None if args.no_write else REPO / "BENCHMARKS.md", HEADING, text)
 
 
 if __name__ == "__main__":
