@@ -46,6 +46,30 @@ def timed(fn, calls: int) -> np.ndarray:
     return out
 
 
+class StandThenPolicy:
+    """A `Controller`: the standing pose `stand` until `stand_s` [s], then the policy's
+    `adapter` on `observe(measurement)` (e.g. the measurement with a simulator's true base
+    state), reset with the first measurement it sees."""
+
+    def __init__(self, stand, adapter, stand_s: float = STAND, observe=None):
+        self.stand, self.adapter, self.stand_s = stand, adapter, stand_s
+        self.observe = observe or (lambda m: m)
+        self.started = False
+
+    def reset(self, m):
+        self.stand.reset(m)
+        self.started = False
+
+    def __call__(self, m, t, command):
+        if t < self.stand_s - 1e-9:
+            return self.stand(m, t, command)
+        m = self.observe(m)
+        if not self.started:
+            self.adapter.reset(m)
+            self.started = True
+        return self.adapter(m, t, command)
+
+
 def walk(seconds: float, commands, segment: float, seed: int = 0):
     """The truth-fed policy on MuJoCo behind NoisySensors and EstimatedRobot (module
     docstring); returns the EstimatedRobot (its `history`) and the noisy measurements."""
@@ -77,27 +101,10 @@ def walk(seconds: float, commands, segment: float, seed: int = 0):
     stand = PoseController.standing(inner.joint_map)
     recorded = []
 
-    class TruthFed:
-        started = False
-
-        def truth(self, m):
-            g = robot.ground_truth
-            return m.replace(
-                base_linear_velocity=g.base_linear_velocity,
-                base_position=g.base_position,
-                base_state_source=g.source,
-            )
-
-        def reset(self, m):
-            stand.reset(m)
-
-        def __call__(self, m, t, command):
-            if t < STAND - 1e-9:
-                return stand(m, t, command)
-            if not self.started:
-                adapter.reset(self.truth(m))
-                self.started = True
-            return adapter(self.truth(m), t, command)
+    def truth(m):
+        g = robot.ground_truth
+        return m.replace(base_linear_velocity=g.base_linear_velocity,
+                         base_position=g.base_position, base_state_source=g.source)  # fmt: skip
 
     commands = np.asarray(commands, dtype=float)
 
@@ -110,7 +117,7 @@ def walk(seconds: float, commands, segment: float, seed: int = 0):
     safety = SafetyLayer(inner.joint_map, SafetyConfig(soft_start_duration=0.2))
     control_loop.run(
         robot,
-        TruthFed(),
+        StandThenPolicy(stand, adapter, observe=truth),
         safety,
         duration=seconds,
         control_dt=config["control_dt"],

@@ -145,6 +145,7 @@ def walk_run(walk: Walk, seed: int, policy_folder: str, grounds=GROUNDS) -> dict
     {ground: nis_gate}, "faults": {ground: fault}, "end": t of the first safety intervention
     that is not NORMAL (inf: none), "z0": the start's ground height}`."""
     import dynamics
+    from benchmarks.bench_estimator import StandThenPolicy
     from hardware import control_loop
     from hardware.backends.mujoco_sim import MuJoCoRobot
     from hardware.estimator import StateEstimator
@@ -172,20 +173,6 @@ def walk_run(walk: Walk, seed: int, policy_folder: str, grounds=GROUNDS) -> dict
                                **gains)  # fmt: skip
     stand = PoseController.standing(inner.joint_map)
 
-    class TruthFed:  # the policy sees MuJoCo's true base state (in the measurement)
-        started = False
-
-        def reset(self, m):
-            stand.reset(m)
-
-        def __call__(self, m, t, command):
-            if t < STAND - 1e-9:
-                return stand(m, t, command)
-            if not self.started:
-                adapter.reset(m)
-                self.started = True
-            return adapter(m, t, command)
-
     def source(t):
         return VelocityCommand(walk.velocity if t >= STAND else 0.0, 0.0, 0.0)
 
@@ -196,7 +183,8 @@ def walk_run(walk: Walk, seed: int, policy_folder: str, grounds=GROUNDS) -> dict
             end[0] = t
 
     safety = SafetyLayer(inner.joint_map, SafetyConfig(soft_start_duration=0.2))
-    control_loop.run(robot, TruthFed(), safety, duration=walk.seconds,
+    # the policy sees MuJoCo's true base state (in the measurement)
+    control_loop.run(robot, StandThenPolicy(stand, adapter, STAND), safety, duration=walk.seconds,
                      control_dt=config["control_dt"], command_dt=0.002,
                      command_source=source, on_tick=on_tick)  # fmt: skip
     truth, est = robot.arrays()
@@ -312,6 +300,10 @@ def main(argv=None) -> dict:
             f"{100 * m['nis_over_gate']:.2f}% | {m['height_max_sigmas']:.1f} | "
             f"{faults}/{len(row['seeds'])} |"
         )
+    reach = [f"{name} {np.median([r['x_end'] for r in w['seeds']]):.2f}"
+             for name, w in walks.items()]  # fmt: skip
+    lines += ["", f"Where the walks ended (median x [m]; the features start at 1 m): "
+              f"{', '.join(reach)}."]  # fmt: skip
     publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, "\n".join(lines))
     per_seed = ["", "| walk | seed | x start -> end [m] | true z min / max [m] | intervention "
                 "[s] |", "|---|---|---|---|---|"]  # fmt: skip
