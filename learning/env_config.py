@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from contact.terrain_tiles import TileLayout
+
 from .policy import CONTROL_DT
 
 
@@ -99,6 +101,33 @@ class ObservationNoise:
 
 
 @dataclass(frozen=True)
+class TerrainConfig:
+    """Rough ground for training (`learning.env_terrain.TerrainCurriculum`): the tiles of
+    `layout` (`contact.terrain_tiles.TileLayout`: kinds along y, difficulty levels along x) in
+    one height field drawn with `seed`, its distance query searching `window` cells around a
+    point (`contact.terrain.heightfield`; 1 is exact for gaps below one cell). A reset spawns at
+    a random kind and a level in `[0, max_initial_level]`; the curriculum
+    (`learning.terrain_curriculum`) moves an environment's level when its episode ends.
+    `normal_reach` [m]: half the patch over which the reward's ground normal is averaged
+    (`learning.env_ground.ground_normal`)."""
+
+    layout: TileLayout = field(default_factory=TileLayout)
+    seed: int = 0
+    window: int = 1
+    max_initial_level: int = 2
+    normal_reach: float = 0.3
+
+    def __post_init__(self):
+        if not 0 <= self.max_initial_level < self.layout.num_levels:
+            raise ValueError(
+                f"max_initial_level must be in [0, num_levels {self.layout.num_levels}), "
+                f"got {self.max_initial_level}"
+            )
+        if not self.normal_reach > 0:
+            raise ValueError(f"normal_reach must be > 0 m, got {self.normal_reach}")
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """The environment (hashable: it keys the compiled functions).
 
@@ -137,6 +166,10 @@ class EnvConfig:
     observe_base_velocity: the policy observes the base linear velocity (False: a robot that
     measures none, `learning.policy`); observation_noise: None (exact observations) or an
     `ObservationNoise` added to each observation the policy sees.
+    terrain: None (default), flat ground; else a `TerrainConfig`: the environments walk the
+    tiles of one height field under a terrain curriculum, blind (the observation is
+    unchanged), with the termination's height and the reward's vertical velocity and
+    orientation taken relative to the ground under the base (`learning.env_core`).
     """
 
     robot: str = "go2"
@@ -163,6 +196,7 @@ class EnvConfig:
     command_extremes: float = 0.0
     observe_base_velocity: bool = True
     observation_noise: ObservationNoise | None = None
+    terrain: TerrainConfig | None = None
 
     @property
     def decimation(self) -> int:
@@ -199,13 +233,14 @@ class EnvConfig:
 
     def to_dict(self) -> dict:
         """The fields as a dict; without "gait_period", "command_interval",
-        "command_extremes", "observe_base_velocity" and "observation_noise" at their defaults,
+        "command_extremes", "observe_base_velocity", "observation_noise" and "terrain" at their
+        defaults,
         so a configuration without them has the dict it had before they existed (SHAC's
         `--resume` compares it with the one in the checkpoints)."""
         d = dataclasses.asdict(self)
         for name, default in (("gait_period", None), ("command_interval", None),
                               ("command_extremes", 0.0), ("observe_base_velocity", True),
-                              ("observation_noise", None)):  # fmt: skip
+                              ("observation_noise", None), ("terrain", None)):  # fmt: skip
             if d[name] == default:
                 del d[name]
         return d

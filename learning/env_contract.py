@@ -10,7 +10,9 @@ on ONE environment (`jax.vmap` for a batch).
 A wrapper takes an environment and is one, with the same `reset`/`step`/`observe`; anything it
 does not define is read from the environment inside it (`Wrapper.__getattr__`), so `env.nu`,
 `env.model`, `env.sample_command` reach the core through any stack. A new randomisation, a
-terrain curriculum or a new noise is a new wrapper, not a branch in the core.
+terrain curriculum or a new noise is a new wrapper, not a branch in the core. A wrapper whose
+state outlives an episode keeps it in the `EnvState` and carries it into the next episode in
+`restart(ended, fresh)`, which the auto-reset calls.
 """
 
 from __future__ import annotations
@@ -78,6 +80,13 @@ class Environment(Protocol):
         """The observation `(observation_size,)` of an `EnvState`, as `reset`/`step` report it."""
         ...
 
+    def restart(self, ended, fresh):
+        """The `EnvState` that follows an episode that ended in `ended`, from `fresh`, a new
+        episode's state (`reset(key).env`): what outlives an episode (a terrain curriculum's
+        level) carried over. It must observe as `fresh` does (the reset's observation is
+        kept); the core returns `fresh`."""
+        ...
+
 
 class Wrapper:
     """An environment around `env` (Brax's `Wrapper`): by default every method and attribute is
@@ -94,6 +103,9 @@ class Wrapper:
 
     def observe(self, env_state):
         return self.env.observe(env_state)
+
+    def restart(self, ended, fresh):
+        return self.env.restart(ended, fresh)
 
     @property
     def unwrapped(self):

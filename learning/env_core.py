@@ -34,6 +34,13 @@ base velocity in the heading frame (world frame rotated by the base yaw):
 drops below `min_height_fraction` of the standing height or tilts beyond `max_tilt` (fell), or
 after `episode_length` steps (truncated).
 
+Ground (`EnvConfig.terrain`): flat `z = 0` by default; else the tiles of one height field shared
+by every environment (`learning.env_ground`, the heights closed over, the friction the
+environment's own), and every ground-dependent quantity is relative to the ground under the
+base: the base height `z - h(x, y)` of the termination, and, with `n` the mean ground normal
+(`learning.env_ground.ground_normal`), the velocity term's `v_z -> v_W . n` and the orientation
+term's `|g_xy|^2 -> |(R^T n)_xy|^2` (both exactly the flat terms when `n = e_z`).
+
 Random streams: a state's key is split once per step into `StepKeys` (next, push, reset) and
 a reset key into `ResetKeys`; the core and the wrappers draw from these named streams, so a
 stack of wrappers draws the same numbers whatever its order.
@@ -43,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +58,7 @@ import numpy as np
 
 from contact import StepParams, flat
 from contact.plant import JointPD, simulate_pd, went_bad
+from contact.terrain import Heightfield
 from dynamics import load_robot, spatial
 from dynamics.actuator import default_gains
 from dynamics.backend import JaxOps
@@ -59,6 +67,7 @@ from trajopt.gait_clock import check_gait_period, gait_clock
 
 from .env_config import EnvConfig, Randomization
 from .env_contract import EnvStep
+from .env_ground import build_ground, ground_height, ground_normal, with_friction
 from .policy import (
     CONTROL_DT,
     joint_targets,
@@ -124,7 +133,9 @@ class EnvState:
     sim: `State(q (nq,), v (nv,))`; last_action `(nu,)` (the policy's, unclipped); target
     `(nu,)` the joint PD target of the last physics step [rad]; command
     `(3,)` = (vx [m/s], vy [m/s], yaw_rate [rad/s]) in the heading frame; t: policy steps since
-    the reset (int32); params: `EnvParams`; key: raw PRNG key `(2,)` uint32."""
+    the reset (int32); params: `EnvParams`; key: raw PRNG key `(2,)` uint32; terrain: None on
+    flat ground, else the terrain curriculum's per-environment state
+    (`learning.env_terrain.TerrainState`), carried by every step."""
 
     sim: State
     last_action: jax.Array
@@ -133,6 +144,7 @@ class EnvState:
     t: jax.Array
     params: EnvParams
     key: jax.Array
+    terrain: Any = None
 
     def replace(self, **changes) -> EnvState:
         return dataclasses.replace(self, **changes)
@@ -189,6 +201,10 @@ class LocomotionCore:
                              f"{config.command_extremes!r}")  # fmt: skip
         self.base_velocity = bool(config.observe_base_velocity)
         self.observation_size = observation_size(model.nu, self.clock, self.base_velocity)
+        # the shared ground: None (flat z = 0) or one height field of every tile
+        self.ground: Heightfield | None = (
+            None if config.terrain is None else build_ground(config.terrain)
+        )
 
     # ------------------------------------------------------------------ parameters
     def nominal_params(self) -> EnvParams:
@@ -215,8 +231,12 @@ class LocomotionCore:
 
     def step_params(self, params: EnvParams) -> StepParams:
         """`contact.StepParams` of one environment: its friction, `sim_dt`, the PD damping."""
+        if self.ground is None:
+            terrain = flat(friction=params.friction)
+        else:
+            terrain = with_friction(self.ground, params.friction)
         step_params = StepParams(
-            terrain=flat(friction=params.friction),
+            terrain=terrain,
             dt=self.config.sim_dt,
             kappa=self.config.kappa,
             bias=self.config.bias,
@@ -323,6 +343,8 @@ class LocomotionCore:
         cmd = state.command
         xy_error_sq = jnp.sum((v_xy - cmd[:2]) ** 2)
         gravity = projected_gravity(sim.q[3:7] / jnp.linalg.norm(sim.q[3:7]))
+        if self.ground is not None:  # relative to the ground's mean normal (module docstring)
+            v_z, gravity = self.ground_relative(sim)
         return {
             "tracking_xy": w.tracking_xy * jnp.exp(-xy_error_sq / w.tracking_sigma),
             "tracking_yaw": w.tracking_yaw * jnp.exp(-((omega_z - cmd[2]) ** 2) / w.tracking_sigma),
@@ -334,14 +356,36 @@ class LocomotionCore:
             "joint_velocity": w.joint_velocity * excess_sq,
         }
 
+    def ground_relative(self, sim: State):
+        """`(v_W . n, -R^T n (3,))`: the base velocity along the mean ground normal `n` under
+        the base [m/s] and the normal in the base frame, negated (the projected gravity on flat
+        ground, `e_z`); `R` base-to-world."""
+        q = sim.q
+        quat = q[3:7] / jnp.linalg.norm(q[3:7])
+        rotation = spatial.quat_to_rotation(JaxOps(q.dtype), quat)
+        n = ground_normal(self.ground, q[0], q[1], self.config.terrain.normal_reach)
+        return (rotation @ sim.v[0:3]) @ n, -(rotation.T @ n)
+
+    def base_height(self, q):
+        """The base's height [m] above the ground under it: `z` on flat ground, else
+        `z - h(x, y)`."""
+        if self.ground is None:
+            return q[2]
+        return q[2] - ground_height(self.ground, q[0], q[1])
+
+    def restart(self, ended: EnvState, fresh: EnvState) -> EnvState:
+        """The episode after `ended`: `fresh` (the core carries nothing across episodes)."""
+        return fresh
+
     def fell(self, sim: State, diverged):
-        """Base below `min_height_fraction` of the standing height, tilted beyond `max_tilt`,
-        or `diverged`: the simulator flagged a bad state (NaN, infinity, a non-unit base
-        quaternion; `StepInfo.bad_state`/`bad_result`) during the step."""
+        """Base below `min_height_fraction` of the standing height above the ground under it,
+        tilted beyond `max_tilt`, or `diverged`: the simulator flagged a bad state (NaN,
+        infinity, a non-unit base quaternion; `StepInfo.bad_state`/`bad_result`) during the
+        step."""
         q = sim.q
         quat = q[3:7] / jnp.linalg.norm(q[3:7])
         up_z = 1.0 - 2.0 * (quat[0] ** 2 + quat[1] ** 2)  # R[2, 2]: cosine of the tilt
-        low = q[2] < self.config.min_height_fraction * self.standing_height
+        low = self.base_height(q) < self.config.min_height_fraction * self.standing_height
         tilted = up_z < np.cos(self.config.max_tilt)
         return low | tilted | diverged
 
@@ -370,7 +414,8 @@ class LocomotionCore:
             due = (state.t + 1) % self.config.command_interval == 0
             new = self.sample_command(jax.random.fold_in(keys.reset, COMMAND_STREAM))
             command = jnp.where(due, new, command)
-        after = EnvState(sim, action, target, command, state.t + 1, state.params, keys.next)
+        after = EnvState(sim, action, target, command, state.t + 1, state.params, keys.next,
+                         state.terrain)  # fmt: skip
         fell = self.fell(sim, diverged)
         truncated = (after.t >= self.config.episode_length) & ~fell
         info = {

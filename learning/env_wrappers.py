@@ -24,6 +24,7 @@ from dynamics.configuration import State
 from .env_config import EnvConfig, ObservationNoise, Randomization
 from .env_contract import Environment, EnvStep, Wrapper
 from .env_core import OBSERVATION_NOISE_STREAM, EnvParams, reset_keys, step_keys
+from .env_terrain import TerrainCurriculum
 from .policy import CONTROL_DT
 
 
@@ -126,10 +127,11 @@ class NoisyObservations(Wrapper):
 
 class AutoReset(Wrapper):
     """After `done`, the step's state and observation are those of a fresh episode, reset from
-    the step's `StepKeys.reset` stream with `lax.stop_gradient` across the reset;
-    `info["terminal_obs"]` is the observation before it (a critic's bootstrap):
+    the step's `StepKeys.reset` stream with `lax.stop_gradient` across the reset, with what
+    outlives the episode carried over (`restart`); `info["terminal_obs"]` is the observation
+    before it (a critic's bootstrap):
 
-        env', obs' = (reset(k).env, reset(k).obs) if done else (env, obs)
+        env', obs' = (restart(env, reset(k).env), reset(k).obs) if done else (env, obs)
 
     `where` on every leaf, so a diverged state leaks no NaN into the reset one (the gradient of
     the unselected branch is zero, not its value)."""
@@ -137,7 +139,8 @@ class AutoReset(Wrapper):
     def step(self, state: EnvStep, action) -> EnvStep:
         s = self.env.step(state, action)
         fresh = jax.lax.stop_gradient(self.env.reset(step_keys(state.env.key).reset))
-        env = jax.tree.map(lambda a, b: jnp.where(s.done, a, b), fresh.env, s.env)
+        following = self.env.restart(jax.lax.stop_gradient(s.env), fresh.env)
+        env = jax.tree.map(lambda a, b: jnp.where(s.done, a, b), following, s.env)
         obs = jnp.where(s.done, fresh.obs, s.obs)
         return s.replace(env=env, obs=obs, info={**s.info, "terminal_obs": s.obs})
 
@@ -148,12 +151,14 @@ def wrap(core: Environment, config: EnvConfig) -> Environment:
         AutoReset(NoisyObservations(Pushes(DomainRandomization(core))))
 
     without `Pushes` when `randomization.push_interval` is 0 and without `NoisyObservations`
-    when `observation_noise` is None. A terrain curriculum wraps `DomainRandomization`'s
-    result (it picks each environment's terrain at reset, as the randomisation picks its
-    parameters, and reads the episode's outcome from `step`), below the pushes and the noise."""
+    when `observation_noise` is None. With `config.terrain`, a `TerrainCurriculum` wraps
+    `DomainRandomization`'s result (it picks each environment's tile at reset, as the
+    randomisation picks its parameters, and reads the episode's outcome from `step`), below the
+    pushes and the noise."""
     r = config.randomization
     env = DomainRandomization(core, r)
-    # terrain curriculum: env = TerrainCurriculum(env, ...)
+    if config.terrain is not None:
+        env = TerrainCurriculum(env, config.terrain)
     if r.push_interval > 0.0:
         env = Pushes(env, r.push_interval)
     if config.observation_noise is not None:
