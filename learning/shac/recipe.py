@@ -30,7 +30,8 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
         actor_lr=1e-3, seed=0, eval_envs=16, eval_seconds=4.0, export=True, quiet=False, task=None,
         critic_bootstrap=False, fast_compile=False, command=None, devices=None,
         dtype="float64", gait_period=None, command_interval=None,
-        command_extremes=0.0, base_velocity=True, observation_noise=False, keep=3):  # fmt: skip
+        command_extremes=0.0, base_velocity=True, observation_noise=False, keep=3,
+        terrain=None):  # fmt: skip
     """`task`: keyword arguments of `EnvConfig.with_task` (command ranges, latency, push);
     `command`: the command line, recorded in report.json; `devices`: see `train`; `dtype`:
     the environment's ("float32" on GPUs); `gait_period` [s]: the observation ends with a gait
@@ -42,14 +43,22 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
     policy that did has those inputs removed, `learning.policy.without_base_velocity`);
     `observation_noise`: legged_gym-like noise on every observation
     (`learning.env.ObservationNoise`); `keep`: the newest checkpoints kept
-    (`checkpoint_policies` reads them). Returns
+    (`checkpoint_policies` reads them); `terrain`: None (flat) or a
+    `learning.env_config.TerrainConfig` (blind walking on tiles under a curriculum). Returns
     `(TrainResult, evaluation dict)` (the evaluation is None in processes other than 0 of a
     multi-process run)."""
     interval = None if command_interval is None else max(1, round(command_interval / CONTROL_DT))
-    env = EnvConfig(robot=robot, contact=contact, dtype=dtype, gait_period=gait_period,
-                    command_interval=interval, command_extremes=command_extremes,
-                    observe_base_velocity=base_velocity,
-                    observation_noise=ObservationNoise() if observation_noise else None)
+    env = EnvConfig(
+        robot=robot,
+        contact=contact,
+        dtype=dtype,
+        gait_period=gait_period,
+        command_interval=interval,
+        command_extremes=command_extremes,
+        observe_base_velocity=base_velocity,
+        observation_noise=ObservationNoise() if observation_noise else None,
+        terrain=terrain,
+    )
     env = env.with_task(**(task or {}))
     if not randomization:
         env = env.replace(randomization=Randomization.none())
@@ -75,6 +84,7 @@ def train_policy(robot="go2", iterations=100, envs=64, horizon=32, contact="smoo
             print(
                 f"  iteration {r['iteration']:5d}: mean reward {r['mean_reward']:.3f}, "
                 f"tracking error {r['tracking_error']:.3f} m/s, falls {r['falls']}"
+                + (f", terrain level {r['terrain_level']:.2f}" if "terrain_level" in r else "")
             )
     policy_path = os.path.join(out, "policy.eqx")
     save_policy(result.policy, policy_path)

@@ -346,6 +346,9 @@ def _update(state: TrainState, loss, grads, envs, traj, config: SHACConfig, mesh
         "episodes_done": done_count,
         "episode_return": done_sum / jnp.maximum(done_count, 1),
     }
+    if envs.terrain is not None:  # the terrain curriculum's levels (learning.env_terrain)
+        stats["terrain_level"] = jnp.mean(envs.terrain.level.astype(jnp.float32))
+        stats["terrain_level_max"] = jnp.max(envs.terrain.level)
     new_state = TrainState(
         policy=policy,
         critic=critic,

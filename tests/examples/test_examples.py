@@ -542,7 +542,7 @@ def test_the_base_velocity_recorder_reads_mujocos_state_in_the_heading_frame():
     assert rows[1]["linear_error"] == pytest.approx(0.2) and rows[1]["yaw_rate_error"] < 1e-12
 
 
-def test_train_policy_example(tmp_path):
+def test_train_policy_example(tmp_path, capsys):
     """Two SHAC iterations of the test_training configuration (solo12, 8 x 8, fast compile:
     the compiled gradient is shared with that file), killed, then resumed to three: the
     metrics continue, and the policy, its export, the checkpoints and the report are written."""
@@ -565,3 +565,12 @@ def test_train_policy_example(tmp_path):
         assert (tmp_path / name).exists(), name
     with pytest.raises(ValueError, match="latency"):
         train_policy.main(args + ["--iterations", "1", "--latency", "0.5", "0.2"])
+    # the terrain flags are checked before anything trains (the terrain environment itself:
+    # tests/learning/test_env_terrain.py)
+    for bad, flag in ((["--terrain", "mud"], "--terrain"),
+                      (["--terrain", "tiles", "--terrain-kinds", "lava"], "--terrain-kinds"),
+                      (["--terrain", "tiles", "--max-initial-level", "10"], "--max-initial-level"),
+                      (["--terrain", "tiles", "--tile-size", "0.25"], "--tile-size")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            train_policy.main(args + bad)
+        assert flag in capsys.readouterr().err
