@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collection_pauses import freeze_survivors, frozen_heap
+from .collection_pauses import collections_in_slack, freeze_survivors, frozen_heap
 from .interface import Controller, Measurement, RobotInterface, VelocityCommand
 from .queued_logging import queued_logging
 from .safety import SafetyLayer
@@ -212,10 +212,11 @@ def run(
         newest = robot.read() or first
         t0_robot = robot.now()
         safety.start(t0_robot, newest)
-        if realtime:  # warnings written by a thread of their own (`queued_logging`)
-            with queued_logging():
+        if realtime:  # warnings written by a thread of their own (`queued_logging`), the
+            # garbage collector's passes between ticks (`collections_in_slack`)
+            with queued_logging(), collections_in_slack() as collect_if_due:
                 return _run_wall(robot, controller, safety, duration, control_dt, command_dt,
-                                 command_source, on_tick, t0_robot)  # fmt: skip
+                                 command_source, on_tick, t0_robot, collect_if_due)  # fmt: skip
         return _run_simulated(robot, controller, safety, duration, ratio, command_dt,
                               command_source, on_tick, t0_robot)  # fmt: skip
 
@@ -335,7 +336,8 @@ def sleep_until(deadline: float) -> None:
         pass
 
 
-def _run_wall(robot, controller, safety, duration, control_dt, command_dt, source, on_tick, t0):
+def _run_wall(robot, controller, safety, duration, control_dt, command_dt, source, on_tick, t0,
+              collect_if_due):  # fmt: skip
     recorder = _Recorder(robot.joint_map.nu)
     command_stats = TimingStats(command_dt)
     t0_wall = time.perf_counter()
@@ -364,6 +366,7 @@ def _run_wall(robot, controller, safety, duration, control_dt, command_dt, sourc
             command_stats.record(start - t0_wall, time.perf_counter() - start,
                                  deadline - t0_wall)  # fmt: skip
             deadline = _next_deadline(deadline, command_dt, command_stats)
+            collect_if_due()  # a collection the tick's allocations made due, before the next
     finally:
         worker.stop_event.set()
         worker.join(timeout=5.0)
