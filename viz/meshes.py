@@ -253,11 +253,11 @@ def terrain_grid(terrain, x_range, y_range):
     returns `(xs (nx,), ys (ny,), z (nx, ny))` with `z[i, j]` the height at `(xs[i], ys[j])`.
 
     Plane: the four corners (exact). Heightfield: its grid nodes inside the range plus the
-    range ends (exact, triangulated in between as the contact model). Steps: every riser appears
-    twice in `xs`, with the heights before and after it, so the staircase keeps vertical
-    risers. Heights come from `contact.terrain.height`.
+    range ends (exact, triangulated in between as the contact model). Steps and Terraces: every
+    riser appears twice in `xs`, with the heights before and after it, so the staircase keeps
+    vertical risers. Heights come from `contact.terrain.height`.
     """
-    from contact.terrain import Heightfield, Steps, height
+    from contact.terrain import Heightfield, Steps, Terraces, height
 
     x0, x1 = (float(v) for v in x_range)
     y0, y1 = (float(v) for v in y_range)
@@ -277,6 +277,10 @@ def terrain_grid(terrain, x_range, y_range):
         k = np.arange(np.floor((x0 - start) / length), np.ceil((x1 - start) / length) + 1)
         risers = start + k * length
         risers = risers[(risers > x0) & (risers < x1) & (k >= 0) & (k < count)]
+    elif isinstance(terrain, Terraces):
+        risers = np.asarray(terrain.edges, dtype=float)
+        risers = risers[(risers > x0) & (risers < x1)]
+    if isinstance(terrain, Steps | Terraces):
         xs = np.concatenate([[x0], np.repeat(risers, 2), [x1]])
         side = np.concatenate([[0.0], np.tile([-1.0, 1.0], len(risers)), [0.0]])
     eps = 1e-9

@@ -155,6 +155,15 @@ def test_steps_terrain_keeps_vertical_risers_and_matches_the_contact_heights():
     assert {0.2, 0.6}.issubset(np.round(xs, 9)) and xs[0] == -0.7 and xs[-1] == 0.9
 
 
+def test_a_flight_up_and_down_is_drawn_with_its_risers():
+    flight = contact.flight(0.1, 0.3, 1.0, num_steps=2, landing_length=1.0)
+    xs, ys, z = meshes.terrain_grid(flight, (0.0, 4.0), (-1.0, 1.0))
+    risers = np.flatnonzero(np.diff(xs) == 0)
+    np.testing.assert_allclose(xs[risers], np.asarray(flight.edges))
+    expected = np.diff(np.asarray(flight.levels))  # up, up, down, down
+    np.testing.assert_allclose(z[risers + 1, 0] - z[risers, 0], expected, atol=1e-9)
+
+
 def test_slope_terrain_is_drawn_along_its_plane():
     traj = walking_trajectory("solo12", horizon=5, terrain=contact.incline(0.2))
     surface = _by_path(scene.build_scene(traj, ghost=None), f"{scene.ROOT}/terrain")["object"]
