@@ -14,7 +14,7 @@ the graph construction fast.
 
 Supported: `hard` and `smooth` contact, `pd` and `torque` controls, plane terrains (`Plane`:
 flat or inclined), every cost term of `trajopt.problem.COST_TERMS`. Not supported (raises
-`NotImplementedError`): the `penalty` contact model, `Steps` and `Heightfield` terrains,
+`NotImplementedError`): the `penalty` contact model, `Steps`, `Terraces` and `Heightfield` terrains,
 Jacobi sweeps (problems always use Gauss-Seidel).
 """
 

@@ -93,8 +93,8 @@ class MuJoCoRobot(DrivenRobot):
         timestep: MuJoCo time step [s] = the drivers' PD period.
         friction: Coulomb coefficient of feet and ground; None: the terrain's (0.8 on the
             default floor); a number with a `terrain` replaces the terrain's friction.
-        terrain: the ground, a `contact.terrain` Plane, Steps (finite `num_steps`) or
-            Heightfield; None: the flat floor (or `mjcf_options`' `floor_incline`).
+        terrain: the ground, a `contact.terrain` Plane, Steps (finite `num_steps`), Terraces
+            or Heightfield; None: the flat floor (or `mjcf_options`' `floor_incline`).
         q0, v0: initial state in the model's convention (default: standing pose at rest).
         joint_map: default `JointMap.from_model(model)`.
         mjcf_options: further `to_mjcf` options (e.g. `floor_incline`; `body_collisions`
