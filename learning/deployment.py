@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import dynamics
+from contact.terrain import Plane
 from hardware import control_loop
 from hardware.backends.mujoco_disturbances import DisturbanceRanges, DisturbedMuJoCoRobot
 from hardware.backends.mujoco_sim import MuJoCoRobot
@@ -341,17 +342,28 @@ def sensor_noise(model) -> SensorNoise:
     return dataclasses.replace(noise, foot_force_std=noise.foot_force_std * _weight_scale(model))
 
 
-def estimator_config(model) -> EstimatorConfig:
-    """`EstimatorConfig()` for `model`: the foot-force thresholds (`contact_on`, `contact_off`,
-    `full_contact_force` [N], tuned on Go2) scaled by the robot's mass against Go2's, so that a
-    standing foot loads past them on a light robot too (Go2: the defaults)."""
+def estimator_config(model, terrain=None) -> EstimatorConfig:
+    """`EstimatorConfig()` for `model` on `terrain` (a `contact.terrain`; None: the level
+    floor): the foot-force thresholds (`contact_on`, `contact_off`, `full_contact_force` [N],
+    tuned on Go2) scaled by the robot's mass against Go2's, so that a standing foot loads past
+    them on a light robot too (Go2: the defaults); off a level plane, the stance feet's
+    heights from their touchdowns (`ground="touchdown"`): a flat floor there errs by the
+    terrain's rise (BENCHMARKS.md, "Estimator off the plane")."""
     config, scale = EstimatorConfig(), _weight_scale(model)
     return dataclasses.replace(
         config,
         contact_on=config.contact_on * scale,
         contact_off=config.contact_off * scale,
         full_contact_force=config.full_contact_force * scale,
+        ground="flat" if is_level(terrain) else "touchdown",
     )
+
+
+def is_level(terrain) -> bool:
+    """`terrain` is None (the floor) or a horizontal `contact.terrain.Plane`."""
+    if terrain is None:
+        return True
+    return isinstance(terrain, Plane) and bool(np.allclose(np.asarray(terrain.normal), (0, 0, 1)))
 
 
 def mujoco_robot(model, *, seconds: float, command_rate: float = COMMAND_RATE,
@@ -373,7 +385,7 @@ def mujoco_robot(model, *, seconds: float, command_rate: float = COMMAND_RATE,
     robot = simulator
     if estimator:
         noisy = NoisySensors(simulator, sensor_noise(model), seed=randomize or 0)
-        robot = EstimatedRobot(noisy, StateEstimator(model, estimator_config(model)))
+        robot = EstimatedRobot(noisy, StateEstimator(model, estimator_config(model, terrain)))
     return robot, simulator, disturbances
 
 

@@ -263,6 +263,20 @@ def test_the_shipped_policy_walks_a_short_randomised_tour_on_the_estimator():
     assert result["randomization"]["seed"] == 0
 
 
+def test_the_estimator_takes_touchdown_heights_off_a_level_floor():
+    """On a level floor (at any height) a stance foot stands at the filter's ground height;
+    on slopes, steps and height fields the height it touched down at."""
+    from contact import terrain as T
+    from contact.terrain_presets import PRESETS
+
+    go2 = dynamics.load_robot("go2")
+    for level in (None, T.flat(), T.flat(0.3)):
+        assert estimator_config(go2, level).ground == "flat"
+    for name, make in PRESETS.items():
+        assert estimator_config(go2, make()).ground == "touchdown", name
+    assert estimator_config(go2, T.incline(0.1)).ground == "touchdown"
+
+
 def test_a_tour_runs_the_robot_its_policy_json_names(tmp_path):
     """A Solo12 export (random network: near-zero actions, it stands) on Solo12 with the
     estimator: Solo12's feet carry 6 N each, under Go2's 20 N contact threshold, so the
