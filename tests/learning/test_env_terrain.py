@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from contact.terrain_tiles import MAX_SLOPE, PLATFORM, RISER, TileLayout, tile_centre
+from dynamics.configuration import State
 from learning.env import EnvConfig, Randomization, make_env
 from learning.env_config import TerrainConfig
 from learning.env_core import heading_frame_velocity
@@ -36,17 +37,20 @@ def step(env):
     return jax.jit(jax.vmap(env.step), compiler_options=FAST)
 
 
-def _on_tiles(env, levels, kinds):
-    """Two fresh environments moved onto the tiles `(levels[b], kinds[b])`."""
-    state = _reset(env, 2)
+@pytest.fixture(scope="module")
+def fresh(env):
+    """Two fresh environments `EnvState` (batched)."""
+    reset = jax.jit(jax.vmap(env.reset), compiler_options=FAST)
+    return reset(jax.random.split(jax.random.PRNGKey(3), 2))
+
+
+@pytest.fixture(scope="module")
+def on_tiles(env, fresh):
+    """`on_tiles(levels, kinds)`: the two fresh environments moved onto tiles
+    `(levels[b], kinds[b])`."""
     curriculum = env.wrapped.env  # AutoReset(TerrainCurriculum(...)) without pushes and noise
     place = jax.jit(jax.vmap(curriculum.place), compiler_options=FAST)
-    return place(state, jnp.asarray(levels), jnp.asarray(kinds))
-
-
-def _reset(env, n):
-    reset = jax.jit(jax.vmap(env.reset), compiler_options=FAST)
-    return reset(jax.random.split(jax.random.PRNGKey(3), n))
+    return lambda levels, kinds: place(fresh, jnp.asarray(levels), jnp.asarray(kinds))
 
 
 def test_flat_default_has_no_terrain():
@@ -56,23 +60,23 @@ def test_flat_default_has_no_terrain():
         TerrainConfig(layout=LAYOUT, max_initial_level=2)
 
 
-def test_reset_spawns_on_the_ground_of_a_tile(env):
-    state = _reset(env, 8)
+def test_reset_spawns_on_the_ground_of_a_tile(env, fresh):
+    state = fresh
     t, q = state.terrain, np.asarray(state.sim.q)
     assert np.all((0 <= t.level) & (t.level <= 1)) and np.all((0 <= t.kind) & (t.kind <= 1))
     x, y = tile_centre(LAYOUT, t.level, t.kind)
     np.testing.assert_allclose(q[:, 0], x) and np.testing.assert_allclose(q[:, 1], y)
-    ground = jax.vmap(lambda a, b: spawn_height(env.core.ground, a, b, FOOTPRINT))(x, y)
+    ground = [spawn_height(env.core.ground, a, b, FOOTPRINT) for a, b in zip(x, y)]
     np.testing.assert_allclose(q[:, 2] - np.asarray(ground), env.core.standing_height, atol=1e-12)
     assert np.all(t.walked == 0.0) and np.all(t.commanded == 0.0)
 
 
-def test_standing_in_a_pit_is_not_a_fall(env, step):
+def test_standing_in_a_pit_is_not_a_fall(env, step, on_tiles):
     """Standing on the platform of the steepest slope_down tile (0.18 m below the border) and of
     the highest stairs_up one: the base stays at a standing height above the ground under it,
     not a fall, though in the pit its absolute height is below 0.7 standing heights (a
     termination on `z` alone would end the episode at once)."""
-    state = _on_tiles(env, [1, 1], [0, 1])
+    state = on_tiles([1, 1], [0, 1])
     depth = np.tan(MAX_SLOPE) * 0.5 * (TILE - PLATFORM)
     rise = RISER[1] * np.floor(0.5 * (TILE - PLATFORM) / 0.3)
     np.testing.assert_allclose(np.asarray(state.sim.q[:, 2]) - env.core.standing_height,
@@ -86,13 +90,13 @@ def test_standing_in_a_pit_is_not_a_fall(env, step):
     assert np.all(np.asarray(height) > 0.85 * env.core.standing_height)
 
 
-def test_episode_end_moves_the_level_and_respawns_there(env, step):
+def test_episode_end_moves_the_level_and_respawns_there(env, step, on_tiles):
     """Truncated episodes: environment 0 (level 0) walked 1.5 m > TILE / 2 and is promoted,
     environment 1 (level 1) walked 0.1 m of the 10 m it was asked for and is demoted; each next
     episode starts at the centre of its new tile, same kind, path lengths zero, its observation
     the one the step returned (moving the base is invisible to a blind policy). Before the end,
     one step adds the base's displacement and `|c_xy| CONTROL_DT` to the path lengths."""
-    state = _on_tiles(env, [0, 1], [1, 0])
+    state = on_tiles([0, 1], [1, 0])
     after, *_ = step(state, jnp.zeros((2, env.nu)))
     moved = np.linalg.norm(np.asarray(after.sim.q[:, :2] - state.sim.q[:, :2]), axis=-1)
     np.testing.assert_allclose(after.terrain.walked, moved, rtol=1e-12)
@@ -127,9 +131,12 @@ def test_ground_normal_and_relative_terms(env):
     quat = jnp.array([0.9, 0.2, -0.3, 0.25])
     q = q.at[3:7].set(quat / jnp.linalg.norm(quat))
     v = jnp.linspace(-1.0, 1.0, env.model.nv)
-    from dynamics.configuration import State
 
-    v_n, gravity = env.core.ground_relative(State(q, v))
-    _, v_z, _ = heading_frame_velocity(q, v)
+    @jax.jit
+    def relative_and_flat(q, v):
+        flat = (heading_frame_velocity(q, v)[1], projected_gravity(q[3:7]))
+        return env.core.ground_relative(State(q, v)), flat
+
+    (v_n, gravity), (v_z, flat_gravity) = relative_and_flat(q, v)
     np.testing.assert_allclose(v_n, v_z, atol=1e-12)
-    np.testing.assert_allclose(gravity, projected_gravity(q[3:7]), atol=1e-12)
+    np.testing.assert_allclose(gravity, flat_gravity, atol=1e-12)
