@@ -64,7 +64,8 @@ def _compiled_evaluation(config: EnvConfig, steps: int, fast_compile: bool = Fal
             action = batched_actions(policy, obs, env.dtype)
             envs, _, reward, done, info = jax.vmap(env.step)(envs, action)
             errors = (info["tracking_error"], info["yaw_rate_error"])
-            return envs, (reward, errors, info["fell"], envs.sim.q[:, 2])
+            height = jax.vmap(env.core.base_height)(envs.sim.q)  # above the ground under it
+            return envs, (reward, errors, info["fell"], height)
 
         _, (reward, (error, yaw_error), fell, height) = jax.lax.scan(body, envs, None,
                                                                      length=steps)  # fmt: skip
@@ -94,10 +95,10 @@ def evaluate(policy: Policy, config: EnvConfig, keys, steps: int, fast_compile: 
     """The policy alone from `reset(keys[i])` for `steps` policy steps, per environment
     (counted until its first fall): `return` (sum of rewards), `tracking_error` (mean
     `|v_xy - c_xy|` [m/s] over the steps from `settle` on), `yaw_rate_error` (mean
-    `|omega_z - c_yaw|` [rad/s], likewise), `fell`; plus their means, and the
-    base height `(steps, N)` [m] after each step. commands: `(N, 3)` `(vx, vy, yaw_rate)` in
-    place of the sampled ones (held for the whole run; an episode must not end by
-    truncation within `steps`). Deterministic for given keys (raw PRNG keys `(N, 2)`)."""
+    `|omega_z - c_yaw|` [rad/s], likewise), `fell`; plus their means, and the base height
+    `(steps, N)` [m] above the ground under the base after each step. commands: `(N, 3)`
+    `(vx, vy, yaw_rate)` in place of the sampled ones (held for the whole run; an episode must
+    not end by truncation within `steps`). Deterministic for given keys (raw PRNG keys `(N, 2)`)."""
     keys = jnp.asarray(keys)
     if commands is None:
         commands = _sampled_commands(config)(keys)
