@@ -1,17 +1,20 @@
-"""Brax's PPO (the field's baseline) beside SHAC and our PPO, on the same flat task, the same
+"""Brax's PPO (the field's baseline) beside SHAC and our PPO, on the same task, the same
 budget of environment steps and the same seeds, in one run.
 
     python benchmarks/bench_ppo_baseline.py --robot solo12 --steps 20000 --seeds 0 1 2
+    python benchmarks/bench_ppo_baseline.py --robot solo12 --steps 20000 --terrain tiles
 
-Task: velocity tracking on flat ground (`learning.env`, float32, no randomisation, forward
-commands vx in `--vx-range`, vy = yaw rate = 0). Every method trains through the one training
-signature (`learning.trainer`) or its own compiled iteration, and every `--eval-every`
-environment steps its deterministic policy runs from 16 fixed resets for 2 s
+Task: velocity tracking (`learning.env`, float32, no randomisation, forward commands vx in
+`--vx-range`, vy = yaw rate = 0) on flat ground, or on every tile kind of the terrain
+curriculum (`--terrain tiles`, `--levels` levels of 4 m tiles). Every method trains through
+the one training signature (`learning.trainer`) or its own compiled iteration, and every
+`--eval-every` environment steps its deterministic policy runs from 16 fixed resets for 2 s
 (`learning.evaluation.evaluate`, evaluation time not counted). Reported per method and seed:
 the environment steps and training wall time (compilation included) to the first evaluation
 with tracking error `|v_xy - c_xy|` below `--threshold` [m/s] and no fall, and the final
 tracking error and fall fraction. Writes its section of BENCHMARKS.md (not with `--no-write`)
-and JSON to `benchmarks/results/ppo_baseline.json`.
+and JSON to `benchmarks/results/ppo_baseline.json` (`ppo_baseline_tiles.json` with `--terrain
+tiles`: the terrain curriculum's tiles, its own section).
 """
 
 from __future__ import annotations
@@ -24,15 +27,34 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADING = "## Brax's PPO beside SHAC and our PPO"
+HEADING = "## Brax's PPO beside SHAC and our PPO"  # flat ground; ", rough ground" on tiles
+
+
+def heading(args) -> str:
+    """The section's heading: one section for flat ground, one for the tiles."""
+    return HEADING + (", rough ground" if args.terrain == "tiles" else "")
+
+
+def ground(args) -> str:
+    if args.terrain == "flat":
+        return "flat ground"
+    return f"the terrain curriculum on every tile kind, {args.levels} levels of 4 m tiles"
 
 
 def task(args):
+    """The environment: flat ground, or with `--terrain tiles` the terrain curriculum on
+    `--levels` levels of every tile kind (`learning.env_config.TerrainConfig`)."""
+    from contact.terrain_tiles import TileLayout
     from learning.env import EnvConfig, Randomization
+    from learning.env_config import TerrainConfig
 
+    terrain = None
+    if args.terrain == "tiles":
+        terrain = TerrainConfig(layout=TileLayout(num_levels=args.levels, tile_size=4.0,
+                                                  border=1.0))  # fmt: skip
     return EnvConfig(robot=args.robot, dtype="float32", randomization=Randomization.none(),
                      vx_range=tuple(args.vx_range), vy_range=(0.0, 0.0),
-                     yaw_rate_range=(0.0, 0.0))  # fmt: skip
+                     yaw_rate_range=(0.0, 0.0), terrain=terrain)  # fmt: skip
 
 
 class Tracker:
@@ -116,10 +138,10 @@ def first_reaching(curve, threshold):
 
 def markdown(results, args) -> str:
     lines = [
-        HEADING,
+        heading(args),
         "",
         f"- Command: `python benchmarks/bench_ppo_baseline.py {' '.join(args.argv)}`",
-        f"- CPU: {args.cpu}; {args.robot}, flat ground, float32, no randomisation, vx in "
+        f"- CPU: {args.cpu}; {args.robot}, {ground(args)}, float32, no randomisation, vx in "
         f"{tuple(args.vx_range)} m/s; budget {args.steps} env steps per method and seed.",
         f"- Reached: first evaluation (16 resets, 2 s) with tracking error < {args.threshold} "
         "m/s and no fall; time is training wall time with compilation.",
@@ -150,6 +172,13 @@ def main(argv=None):
     parser.add_argument("--ppo-envs", type=int, default=64, help="ours and Brax's")
     parser.add_argument("--unroll", type=int, default=20, help="PPO rollout length, both")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument(
+        "--terrain",
+        default="flat",
+        choices=("flat", "tiles"),
+        help="flat ground, or the terrain curriculum's tiles",
+    )
+    parser.add_argument("--levels", type=int, default=3, help="curriculum levels (tiles)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -165,9 +194,10 @@ def main(argv=None):
             print(f"{name} seed {seed}", flush=True)
             results[name][seed] = METHODS[name](env, args, seed)
     text = markdown(results, args)
-    publish(None if args.no_write else ROOT / "BENCHMARKS.md", HEADING, text)
+    publish(None if args.no_write else ROOT / "BENCHMARKS.md", heading(args), text)
     os.makedirs(args.results, exist_ok=True)
-    out = Path(args.results) / "ppo_baseline.json"
+    out = Path(args.results) / ("ppo_baseline.json" if args.terrain == "flat"
+                                else f"ppo_baseline_{args.terrain}.json")  # fmt: skip
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},
                                "results": results}, indent=1, default=str))  # fmt: skip
     print(f"wrote {out}")

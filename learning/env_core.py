@@ -203,7 +203,7 @@ class LocomotionCore:
         self.observation_size = observation_size(model.nu, self.clock, self.base_velocity)
         # the shared ground: None (flat z = 0) or one height field of every tile
         self.ground: Heightfield | None = (
-            None if config.terrain is None else build_ground(config.terrain)
+            None if config.terrain is None else build_ground(config.terrain, self.dtype)
         )
 
     # ------------------------------------------------------------------ parameters

@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
 from contact.terrain import Heightfield, height
 from contact.terrain_tiles import tile_terrain
 
 
-def build_ground(terrain_config) -> Heightfield:
+def build_ground(terrain_config, dtype) -> Heightfield:
     """The tiles of `terrain_config` (`learning.env_config.TerrainConfig`) as one `Heightfield`
-    (corner at the origin, levels along x, kinds along y)."""
+    (corner at the origin, levels along x, kinds along y), its numbers in `dtype` (the
+    environment's: a float64 ground would promote a float32 environment's arithmetic)."""
     c = terrain_config
-    return tile_terrain(c.layout, seed=c.seed, window=c.window)
+    ground = tile_terrain(c.layout, seed=c.seed, window=c.window)
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype), ground)
 
 
 def with_friction(ground: Heightfield, friction) -> Heightfield:
@@ -57,6 +60,7 @@ def spawn_height(ground: Heightfield, x, y, half_extent):
     """The highest `h` [m] at `(x, y)` and at `(x +- ex, y +- ey)`, `half_extent = (ex, ey)`
     [m]: the ground a standing robot's feet may touch."""
     ex, ey = half_extent
-    xs = x + jnp.array([0.0, ex, ex, -ex, -ex])
-    ys = y + jnp.array([0.0, ey, -ey, ey, -ey])
+    dtype = ground.heights.dtype
+    xs = x + jnp.array([0.0, ex, ex, -ex, -ex], dtype)
+    ys = y + jnp.array([0.0, ey, -ey, ey, -ey], dtype)
     return jnp.max(height(ground, xs, ys))
