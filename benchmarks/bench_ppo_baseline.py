@@ -146,15 +146,17 @@ def markdown(results, args) -> str:
         f"- Reached: first evaluation (16 resets, 2 s) with tracking error < {args.threshold} "
         "m/s and no fall; time is training wall time with compilation.",
         "",
-        "| method | seed | steps to reach | time to reach [s] | final error [m/s] | final fell |",
+        "| method | seeds | steps to reach | time to reach [s] | final error [m/s] | final fell |",
         "|---|---|---|---|---|---|",
     ]
-    for name, runs in results.items():
-        for seed, curve in runs.items():
-            hit, last = first_reaching(curve, args.threshold), curve[-1]
-            reach = f"{hit['env_steps']} | {hit['wall_time']:.1f}" if hit else "not reached | -"
-            lines.append(f"| {name} | {seed} | {reach} | {last['tracking_error']:.3f} | "
-                         f"{last['fell']:.0%} |")  # fmt: skip
+    for name, runs in results.items():  # per seed, in the order of the seeds column
+        hits = [first_reaching(curve, args.threshold) for curve in runs.values()]
+        steps = " / ".join(str(h["env_steps"]) if h else "-" for h in hits)
+        times = " / ".join(f"{h['wall_time']:.1f}" if h else "-" for h in hits)
+        errors = " / ".join(f"{c[-1]['tracking_error']:.3f}" for c in runs.values())
+        fell = " / ".join(f"{c[-1]['fell']:.0%}" for c in runs.values())
+        seeds = " / ".join(str(seed) for seed in runs)
+        lines.append(f"| {name} | {seeds} | {steps} | {times} | {errors} | {fell} |")
     return "\n".join(lines) + "\n"
 
 
