@@ -76,15 +76,34 @@ def _motor_paths(array: str, field: str, perm) -> list:
     return [f"{array}[{int(s)}].{field}" for s in perm]
 
 
-class LowStateDecoder:
+class SerializedReader:
+    """What reading serialized samples of the fixed-size `cls` shares: its numbers' offsets in
+    the serialization (`offsets`, `_offsets`), its length (`size`), which encodings are read."""
+
+    def __init__(self, cls):
+        self.cls = cls
+        self.offsets = offsets = _offsets(cls, "cdr", _HEADER)
+        end = max(o + np.dtype("<" + c).itemsize for c, o in offsets.values())
+        self.size = end + -end % 4  # bytes of a serialization: whole words, as Cyclone pads
+
+    def accepts(self, data: bytes) -> bool:
+        """`data` is a whole sample in XCDR1 little endian."""
+        return len(data) >= self.size and data[:2] == CDR_LE_HEADER[:2]
+
+    def readable(self, data: bytes) -> bytes:
+        """`data` as the reader reads it: as it is where it `accepts` it, else decoded by
+        Cyclone (another encoding: big endian, XCDR2) and serialized again."""
+        return data if self.accepts(data) else self.cls.deserialize(data).serialize()
+
+
+class LowStateDecoder(SerializedReader):
     """A serialized LowState_ -> `Measurement` (module docstring)."""
 
     _FLOATS = ("q", "dq", "tau_est")  # motor fields, then the IMU's
 
     def __init__(self, perm, foot_perm=GO2_FOOT_PERM):
-        offsets = _offsets(msgs.LowState_, "cdr", _HEADER)
-        end = max(o + np.dtype("<" + c).itemsize for c, o in offsets.values())
-        self.size = end + -end % 4  # bytes of a serialization: whole words, as Cyclone pads
+        super().__init__(msgs.LowState_)
+        offsets = self.offsets
         imu = [f"imu_state.quaternion[{k}]" for k in (1, 2, 3, 0)]  # [w, x, y, z] -> xyzw
         imu += [f"imu_state.gyroscope[{k}]" for k in range(3)]
         imu += [f"imu_state.accelerometer[{k}]" for k in range(3)]
@@ -97,15 +116,6 @@ class LowStateDecoder:
         self._tick = int(_word_index(offsets, ["tick"], "I")[0])
         remote = offsets["wireless_remote[0]"][1]
         self._remote = slice(remote, remote + 40)
-
-    def accepts(self, data: bytes) -> bool:
-        """`data` is a whole LowState_ in XCDR1 little endian."""
-        return len(data) >= self.size and data[:2] == CDR_LE_HEADER[:2]
-
-    def readable(self, data: bytes) -> bytes:
-        """`data` as this decoder reads it: as it is where it `accepts` it, else decoded by
-        Cyclone (another encoding: big endian, XCDR2) and serialized again."""
-        return data if self.accepts(data) else msgs.LowState_.deserialize(data).serialize()
 
     def tick(self, data: bytes) -> int:
         """The robot's `tick` [ms]."""
@@ -141,26 +151,17 @@ class LowStateDecoder:
         )
 
 
-class SportStateDecoder:
+class SportStateDecoder(SerializedReader):
     """A serialized SportModeState_ -> its stamp and base state (module docstring)."""
 
     def __init__(self):
-        offsets = _offsets(msgs.SportModeState_, "cdr", _HEADER)
-        end = max(o + np.dtype("<" + c).itemsize for c, o in offsets.values())
-        self.size = end + -end % 4
+        super().__init__(msgs.SportModeState_)
+        offsets = self.offsets
         paths = [f"imu_state.quaternion[{k}]" for k in range(4)]  # [w, x, y, z]
         paths += [f"position[{k}]" for k in range(3)] + [f"velocity[{k}]" for k in range(3)]
         self._floats = _word_index(offsets, paths, "f")
         self._sec = int(_word_index(offsets, ["stamp.sec"], "i")[0])
         self._nanosec = int(_word_index(offsets, ["stamp.nanosec"], "I")[0])
-
-    def accepts(self, data: bytes) -> bool:
-        """`data` is a whole SportModeState_ in XCDR1 little endian."""
-        return len(data) >= self.size and data[:2] == CDR_LE_HEADER[:2]
-
-    def readable(self, data: bytes) -> bytes:
-        """`data` as this decoder reads it (as `LowStateDecoder.readable`)."""
-        return data if self.accepts(data) else msgs.SportModeState_.deserialize(data).serialize()
 
     def stamp(self, data: bytes) -> float:
         """`stamp.sec + 1e-9 stamp.nanosec` [s]."""
