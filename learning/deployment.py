@@ -309,6 +309,10 @@ class BaseVelocityRecorder:
         """The lowest base height [m] recorded (NaN before any tick)."""
         return float(np.min(self.z)) if self.z else float("nan")
 
+    def final_position(self) -> list:
+        """MuJoCo's base position `[x, y, z]` [m] (world) now."""
+        return [float(v) for v in self.robot.data.qpos[self.qpos : self.qpos + 3]]
+
     def tracking(self, segments, settle: float = SETTLE_SECONDS) -> list:
         """Per segment `(start, end, command)`: the mean heading-frame velocity from `start +
         settle` to `end`, and its errors `|mean v_xy - c_xy|` [m/s], `|mean omega_z - c_yaw|`
@@ -490,6 +494,7 @@ def run_mujoco(folder, runtime="numpy", seconds=5.0, velocity=0.5, command_rate=
         "controller_started_s": controller.controller_started if estimator else 0.0,
         "standing_base_height_m": standing,
         "min_true_base_height_m": recorder.min_height(),
+        "final_true_base_position_m": recorder.final_position(),
         "fell": bool(recorder.min_height() < FELL_HEIGHT_FRACTION * standing),
         **result.summary(),
     }  # fmt: skip
