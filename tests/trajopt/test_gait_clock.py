@@ -414,12 +414,12 @@ def test_a_configuration_without_the_clock_keeps_its_recorded_form():
     """SHAC's `--resume` compares the configuration with the one in the checkpoint header:
     a run from before the clock must still resume, so the dict has no "gait_period" key
     unless the clock is on (nor the later "command_interval", "command_extremes",
-    "observe_base_velocity", "observation_noise" keys at their defaults)."""
+    "observe_base_velocity", "observation_noise", "terrain" keys at their defaults)."""
     from learning.shac.train import SHACConfig
 
     before = dataclasses.asdict(SHACConfig())
     for added in ("gait_period", "command_interval", "command_extremes",
-                  "observe_base_velocity", "observation_noise"):  # fields added since
+                  "observe_base_velocity", "observation_noise", "terrain"):  # fields added since
         del before["env"][added]
     assert SHACConfig().to_dict() == before
     assert "gait_period" not in EnvConfig().to_dict()
