@@ -56,9 +56,9 @@ def markdown(results: dict, command: str, cpu: str, seeds) -> str:
         "",
         f"`{command}` on {cpu}; seeds {', '.join(map(str, seeds))} of `DisturbanceRanges`, "
         "`learning.terrain_check.crossing`: 16 s at 0.5 m/s forward over the preset with "
-        "sensor noise and the estimator; crossed = no fall, no damping, the true base past the "
-        "feature's end; flat = the omnidirectional tour's `walked`. Cells: crossed / seeds; "
-        "median end x [m]; mean tracking error [m/s].",
+        "sensor noise and the estimator; crossed: no fall, no damping, past the feature's end; "
+        "flat: the tour's `walked`. Cells: crossed / seeds; median end x [m]; mean tracking "
+        "error [m/s].",
         "",
         "| policy | " + " | ".join(terrains) + " |",
         "|---|" + "---|" * len(terrains),
