@@ -89,7 +89,7 @@ from native import c_library
 from . import estimator_core
 from .estimator_core import NFEET, NX, NY  # feet, state size, measurement size
 from .interface import GRAVITY, Measurement, RobotMode, rotation_from_quat
-from .leg_kinematics import CompiledLegKinematics, leg_kinematics
+from .leg_kinematics import kinematic_tree, leg_kinematics, resolved_backend
 
 POTRF, POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs  # Cholesky, its solve
 
@@ -337,7 +337,8 @@ class StateEstimator:
         contact_schedule: `t [s] -> (4,)` contact weights, `t` the measurement's timestamp;
             None: from `Measurement.foot_force` (or an explicit `contact` to `update`).
         kinematics: `kinematics(q_joints (nu,)) -> (p (4, 3), J (4, 6, nu))` in the base
-            frame; None: `hardware.leg_kinematics.leg_kinematics(model, config.kinematics)`.
+            frame; None: `hardware.leg_kinematics.leg_kinematics(model, config.kinematics)`,
+            or with the compiled arithmetic and the "c" backend, the same C inside its call.
     """
 
     def __init__(
@@ -354,17 +355,19 @@ class StateEstimator:
         self.model = model
         self.config = cfg = config or EstimatorConfig()
         self.contact_schedule = contact_schedule
-        self.kinematics = kinematics or leg_kinematics(model, cfg.kinematics)
         self.foot_radius = np.asarray(model.foot_radius, dtype=float)
         self.C = measurement_matrix()
         self.nis_gate = float(scipy.stats.chi2.ppf(cfg.nis_gate_probability, NY))
         self.core = None
+        # the compiled arithmetic runs the C kinematics inside its own call (`kinematics` None
+        # here) unless the caller gives a callable or asks for another backend
+        own = kinematics is None and resolved_backend(cfg.kinematics) == "c"
         if c_library.compiled_arithmetic(cfg.arithmetic):
             row = estimator_core.config_row(cfg, cfg.ground == "touchdown")
-            # the C computes the kinematics itself unless the caller gives its own callable
-            own = kinematics is None and isinstance(self.kinematics, CompiledLegKinematics)
-            tree = (self.kinematics.joints, self.kinematics.feet) if own else None
+            tree = kinematic_tree(model) if own else None
             self.core = estimator_core.CompiledFilter(row, model.nu, self.foot_radius, tree)
+        own = own and self.core is not None
+        self.kinematics = kinematics or (None if own else leg_kinematics(model, cfg.kinematics))
         self.x, self.P, self.ground_height = np.zeros(NX), np.eye(NX), np.zeros(NFEET)
         if self.core is not None:
             self.core.bind_state(self.x, self.P, self.ground_height)
