@@ -221,7 +221,8 @@ class ForceContact:
     `contact_off`), then `w = min(1, time since touchdown / contact_ramp) *
     clip(F / full_contact_force, 0, 1)`, 0 out of contact. A touchdown less than
     `contact_rearm` after the lift-off keeps the earlier touchdown time. With `core` (a
-    `hardware.estimator_core.CompiledFilter`) the same arithmetic runs in C."""
+    `hardware.estimator_core.CompiledFilter`) its hysteresis state is bound to the core, whose
+    `measure` runs the same arithmetic in C on it."""
 
     def __init__(self, config: EstimatorConfig, core=None):
         self.config, self.core = config, core
@@ -241,10 +242,6 @@ class ForceContact:
         cfg, f = self.config, np.asarray(foot_force, dtype=float)
         if f.shape != (NFEET,):
             raise ValueError(f"foot_force must have shape ({NFEET},), got {f.shape}")
-        if self.core is not None:
-            self.core.force[...] = f
-            self.core.contact(timestamp)
-            return self.core.contact_weights.copy()
         on = np.where(self.in_contact, f >= cfg.contact_off, f >= cfg.contact_on)
         rearmed = timestamp - self.liftoff_time >= cfg.contact_rearm
         touchdown = on & ~self.in_contact & rearmed

@@ -78,8 +78,6 @@ def _library() -> ctypes.CDLL:
                                           ctypes.c_double]  # fmt: skip
     library.estimator_filter.restype = ctypes.c_int
     library.estimator_filter.argtypes = [ctypes.c_double] + [_P] * 13
-    library.estimator_contact.restype = None
-    library.estimator_contact.argtypes = [_P, ctypes.c_double] + [_P] * 5
     return library
 
 
@@ -115,7 +113,12 @@ class CompiledFilter:
             raise ValueError(f"foot_radius must have shape ({NFEET},), got "
                              f"{self.foot_radius.shape}")  # fmt: skip
         self.own_kinematics = tree is not None
-        joints, feet = tree if tree is not None else (np.zeros((0, 19)), np.zeros((NFEET, 4)))
+        if tree is None:  # no tree: the C reads the caller's positions and Jacobians
+            tree = (
+                np.zeros((0, leg_kinematics.JOINT_SIZE)),
+                np.zeros((NFEET, leg_kinematics.FOOT_SIZE)),
+            )
+        joints, feet = tree
         self.joints, self.feet = np.ascontiguousarray(joints), np.ascontiguousarray(feet)
         self.quat, self.gyro, self.specific_force = np.zeros(4), np.zeros(3), np.zeros(3)
         self.joint_q, self.joint_qd, self.force = np.zeros(nu), np.zeros(nu), np.zeros(NFEET)
@@ -142,8 +145,7 @@ class CompiledFilter:
                                   self.down, self.was_down, self.config)  # fmt: skip
         self._outputs = _addresses(self.innovation, self.nis, self.foot_nis)
         self._state: tuple = ()
-        self._contact = library.estimator_contact
-        self._contact_args: tuple = ()
+        self._contact_bound: tuple = ()
 
     def __reduce__(self):
         raise TypeError("a CompiledFilter holds its estimator's addresses: it is not pickled")
@@ -160,7 +162,7 @@ class CompiledFilter:
     def bind_contact(self, config: np.ndarray, in_contact: np.ndarray, touchdown_time: np.ndarray,
                      liftoff_time: np.ndarray) -> None:  # fmt: skip
         """The contact weights' configuration `(5,)` (`contact_row`) and hysteresis state,
-        changed in place by `contact` and `measure`: `in_contact (4,)` bool, `touchdown_time`,
+        changed in place by `measure`: `in_contact (4,)` bool, `touchdown_time`,
         `liftoff_time (4,)` [s] float64, C-contiguous."""
         checks = ((in_contact, np.bool_, "in_contact"),
                   (touchdown_time, np.float64, "touchdown_time"),
@@ -171,18 +173,10 @@ class CompiledFilter:
                                  f"of shape ({NFEET},)")  # fmt: skip
         self._contact_config = np.ascontiguousarray(config, dtype=np.float64)
         self._contact_bound = (in_contact, touchdown_time, liftoff_time)
-        self._contact_args = _addresses(self._contact_config, in_contact, touchdown_time,
-                                        liftoff_time, self.contact_weights)  # fmt: skip
         self.sample.contact_config = self._contact_config.ctypes.data
         self.sample.in_contact = in_contact.ctypes.data
         self.sample.touchdown_time = touchdown_time.ctypes.data
         self.sample.liftoff_time = liftoff_time.ctypes.data
-
-    def contact(self, t: float) -> None:
-        """`contact_weights (4,)` from `force (4,)` [N] at `t` [s] (`ForceContact`)."""
-        if not self._contact_args:
-            raise RuntimeError("bind_contact first: the contact weights have no state")
-        self._contact(self.force.ctypes.data, float(t), *self._contact_args)
 
     def forget_last_sample(self) -> None:
         """No last sample: the next `measure` compares its joints and IMU with nothing."""
@@ -193,7 +187,7 @@ class CompiledFilter:
         none): MEASURED (the outputs filled, module docstring; `contact_weights` from `force`
         with `use_force`), STALE (`t <= last_t`: nothing changed), or a key of `BAD_INPUT` (the
         first non-finite input, or a quaternion of norm below 0.5: nothing changed)."""
-        if not self._contact_args:
+        if not self._contact_bound:
             raise RuntimeError("bind_contact first: the contact weights have no state")
         return self._measure(self._sample, t, last_t, use_force, self.own_kinematics, gravity)
 
